@@ -1,0 +1,40 @@
+# docpipe — the two commands a newcomer needs:
+#   make demo   provision everything, process sample contracts end to end, print SQL results
+#   make test   provision everything, run the whole test suite
+# Both are idempotent and quick when everything is already there.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+export DOCPIPE_HOME ?= $(HOME)/.cache/docpipe
+export LIBTORCH ?= $(DOCPIPE_HOME)/libtorch-2.11.0/torch
+export DOCPIPE_MODEL ?= $(DOCPIPE_HOME)/embeddinggemma-300m
+# tch checks the libtorch version against the one it was written for (2.11): keep that check.
+export LIBTORCH_USE_PYTORCH :=
+SERVICES_ENV := $(DOCPIPE_HOME)/run/env.sh
+CARGO ?= cargo
+
+.PHONY: demo test provision libtorch model services services-down build clean-run
+
+provision: libtorch model services
+
+libtorch:
+	@scripts/provision.sh libtorch
+
+model:
+	@scripts/provision.sh model
+
+services:
+	@scripts/services.sh up >/dev/null
+
+services-down:
+	@scripts/services.sh down
+
+build: libtorch
+	$(CARGO) build --bin docpipe
+
+test: provision
+	source $(SERVICES_ENV) && $(CARGO) test --workspace --no-fail-fast
+
+demo: provision build
+	source $(SERVICES_ENV) && scripts/demo.sh

@@ -1,0 +1,244 @@
+//! RabbitMQ: connecting with bounded retries, the queue topology, and publishing with
+//! publisher confirms.
+//!
+//! Topology for a prefix `P` (default `docpipe`):
+//! - `P.chunks` (ingest → worker) and `P.results` (worker → aggregator): durable **quorum**
+//!   queues with a delivery limit, so a message that keeps failing (a poison message, a
+//!   consumer that crashes on it) is dead-lettered instead of looping forever;
+//! - `P.dead` (direct exchange) routes them to `P.chunks.dead` / `P.results.dead`.
+
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable};
+use lapin::options::{
+    BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
+    QueueBindOptions, QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::Confirmation;
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use serde::Serialize;
+
+use crate::redact;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AmqpError {
+    #[error("cannot connect to RabbitMQ at {url}: {source}")]
+    Connect { url: String, source: lapin::Error },
+    #[error("RabbitMQ {op} failed: {source}")]
+    Op { op: String, source: lapin::Error },
+    #[error("RabbitMQ refused (nacked) a message published to {queue}")]
+    Nacked { queue: String },
+    #[error("cannot encode message for {queue}: {source}")]
+    Encode {
+        queue: String,
+        source: serde_json::Error,
+    },
+}
+
+fn op(op: impl Into<String>) -> impl FnOnce(lapin::Error) -> AmqpError {
+    let op = op.into();
+    move |source| AmqpError::Op { op, source }
+}
+
+/// Queue and exchange names for one deployment (tests use their own prefix).
+#[derive(Debug, Clone)]
+pub struct Topology {
+    pub prefix: String,
+    /// Deliveries after which a message is dead-lettered.
+    pub delivery_limit: u32,
+}
+
+impl Topology {
+    pub fn new(prefix: impl Into<String>) -> Self {
+        Self {
+            prefix: prefix.into(),
+            delivery_limit: 5,
+        }
+    }
+    pub fn chunks(&self) -> String {
+        format!("{}.chunks", self.prefix)
+    }
+    pub fn results(&self) -> String {
+        format!("{}.results", self.prefix)
+    }
+    pub fn dead_exchange(&self) -> String {
+        format!("{}.dead", self.prefix)
+    }
+    pub fn dead_queue(&self, queue: &str) -> String {
+        format!("{queue}.dead")
+    }
+
+    /// Declare exchanges and queues (idempotent).
+    pub async fn declare(&self, ch: &Channel) -> Result<(), AmqpError> {
+        let dlx = self.dead_exchange();
+        ch.exchange_declare(
+            dlx.as_str().into(),
+            ExchangeKind::Direct,
+            ExchangeDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .map_err(op(format!("declare exchange {dlx}")))?;
+        for queue in [self.chunks(), self.results()] {
+            let dead = self.dead_queue(&queue);
+            let mut dead_args = FieldTable::default();
+            dead_args.insert(
+                "x-queue-type".into(),
+                AMQPValue::LongString("quorum".into()),
+            );
+            ch.queue_declare(dead.as_str().into(), durable(), dead_args)
+                .await
+                .map_err(op(format!("declare queue {dead}")))?;
+            ch.queue_bind(
+                dead.as_str().into(),
+                dlx.as_str().into(),
+                dead.as_str().into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(op(format!("bind queue {dead}")))?;
+            let mut args = FieldTable::default();
+            args.insert(
+                "x-queue-type".into(),
+                AMQPValue::LongString("quorum".into()),
+            );
+            args.insert(
+                "x-delivery-limit".into(),
+                AMQPValue::LongInt(self.delivery_limit as i32),
+            );
+            args.insert(
+                "x-dead-letter-exchange".into(),
+                AMQPValue::LongString(dlx.as_str().into()),
+            );
+            args.insert(
+                "x-dead-letter-routing-key".into(),
+                AMQPValue::LongString(dead.as_str().into()),
+            );
+            ch.queue_declare(queue.as_str().into(), durable(), args)
+                .await
+                .map_err(op(format!("declare queue {queue}")))?;
+        }
+        Ok(())
+    }
+
+    /// Messages waiting in `queue` (0 if it does not exist yet).
+    pub async fn depth(&self, ch: &Channel, queue: &str) -> Result<u32, AmqpError> {
+        let q = ch
+            .queue_declare(
+                queue.into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .map_err(op(format!("inspect queue {queue}")))?;
+        Ok(q.message_count())
+    }
+}
+
+fn durable() -> QueueDeclareOptions {
+    QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    }
+}
+
+/// Connect, retrying with exponential backoff and jitter for up to about `patience`.
+pub async fn connect(url: &str, name: &str, patience: Duration) -> Result<Connection, AmqpError> {
+    let props = ConnectionProperties::default().with_connection_name(name.into());
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(5))
+        .with_total_delay(Some(patience))
+        .with_max_times(usize::MAX)
+        .with_jitter();
+    (|| Connection::connect(url, props.clone()))
+        .retry(backoff)
+        .notify(|e, d| tracing::warn!(url = %redact::url(url), error = %e, retry_in = ?d, "RabbitMQ not reachable, retrying"))
+        .await
+        .map_err(|source| AmqpError::Connect { url: redact::url(url), source })
+}
+
+/// A channel for consuming with at most `prefetch` unacknowledged deliveries.
+pub async fn consumer_channel(conn: &Connection, prefetch: u16) -> Result<Channel, AmqpError> {
+    let ch = conn.create_channel().await.map_err(op("create channel"))?;
+    ch.basic_qos(prefetch, BasicQosOptions::default())
+        .await
+        .map_err(op("basic.qos"))?;
+    Ok(ch)
+}
+
+/// Publishes persistent JSON messages and waits for the broker's confirm of each.
+#[derive(Clone)]
+pub struct Publisher {
+    ch: Channel,
+}
+
+impl Publisher {
+    pub async fn new(conn: &Connection) -> Result<Self, AmqpError> {
+        let ch = conn.create_channel().await.map_err(op("create channel"))?;
+        ch.confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(op("confirm.select"))?;
+        Ok(Self { ch })
+    }
+
+    pub fn channel(&self) -> &Channel {
+        &self.ch
+    }
+
+    /// Publish `msgs` to `queue`; returns once the broker has confirmed every one of them.
+    /// All publishes are sent before the first confirm is awaited, so a batch costs one
+    /// round trip, not one per message.
+    pub async fn publish_all<T: Serialize>(
+        &self,
+        queue: &str,
+        msgs: &[T],
+    ) -> Result<(), AmqpError> {
+        let mut pending = Vec::with_capacity(msgs.len());
+        for m in msgs {
+            let body = serde_json::to_vec(m).map_err(|source| AmqpError::Encode {
+                queue: queue.into(),
+                source,
+            })?;
+            let props = BasicProperties::default()
+                .with_delivery_mode(2)
+                .with_content_type("application/json".into());
+            let confirm = self
+                .ch
+                .basic_publish(
+                    "".into(),
+                    queue.into(),
+                    BasicPublishOptions {
+                        mandatory: true,
+                        ..Default::default()
+                    },
+                    &body,
+                    props,
+                )
+                .await
+                .map_err(op(format!("publish to {queue}")))?;
+            pending.push(confirm);
+        }
+        for confirm in pending {
+            match confirm.await.map_err(op(format!("confirm from {queue}")))? {
+                Confirmation::Ack(None) => {}
+                // mandatory + unroutable: the queue does not exist
+                Confirmation::Ack(Some(_)) | Confirmation::Nack(_) => {
+                    return Err(AmqpError::Nacked {
+                        queue: queue.into(),
+                    })
+                }
+                Confirmation::NotRequested => unreachable!("confirm.select was enabled"),
+            }
+        }
+        Ok(())
+    }
+}

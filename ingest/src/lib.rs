@@ -1,0 +1,481 @@
+//! **ingest** — from PDFs in an S3 bucket to chunk messages on RabbitMQ.
+//!
+//! For each object under `s3://bucket/prefix` (listing follows pagination):
+//! 1. download it (size-limited) and hash it; an unchanged document that is already `done` is
+//!    skipped;
+//! 2. record the document (a new *generation* on every re-ingest, old pages/chunks removed);
+//! 3. extract text per page in an isolated child process ([`extract`]);
+//! 4. tokenize with the model's tokenizer and cut 2048/128 chunks with owned ranges
+//!    ([`prepare`], arithmetic in `docpipe-chunker`);
+//! 5. store pages and the chunk count (status `embedding`), then publish one persistent
+//!    message per chunk and wait for the broker's confirms.
+//!
+//! A document that cannot be processed ends `failed` with the reason and a row in `failures`;
+//! the run goes on. Losing the database or the broker aborts the run with an error instead.
+
+pub mod extract;
+pub mod prepare;
+pub mod s3;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use docpipe_common::amqp::{AmqpError, Publisher, Topology};
+use docpipe_common::messages::{ChunkMeta, ChunkTask, SCHEMA_VERSION};
+use futures_util::StreamExt;
+use sha2::{Digest, Sha256};
+use sqlx::PgPool;
+use tracing::{info, warn};
+use uuid::Uuid;
+
+use extract::{ExtractLimits, Extractor};
+use prepare::{DocumentText, ModelInput, PrepareError};
+
+/// Everything ingest needs to know, with production defaults in [`IngestConfig::new`].
+#[derive(Debug, Clone)]
+pub struct IngestConfig {
+    pub model_dir: PathBuf,
+    /// Model sequence length per chunk, prompt and special tokens included.
+    pub chunk_tokens: usize,
+    pub overlap: usize,
+    pub max_pdf_bytes: u64,
+    /// Documents over this many tokens fail (a limit on one document's share of a run).
+    pub max_tokens: usize,
+    pub extract: ExtractLimits,
+    /// The docpipe binary that serves `extract-pdf`.
+    pub extractor_exe: PathBuf,
+    /// Documents processed at the same time.
+    pub concurrency: usize,
+}
+
+impl IngestConfig {
+    pub fn new(model_dir: PathBuf, extractor_exe: PathBuf) -> Self {
+        Self {
+            model_dir,
+            chunk_tokens: 2048,
+            overlap: 128,
+            max_pdf_bytes: 100 << 20,
+            max_tokens: 2_000_000,
+            extract: ExtractLimits::default(),
+            extractor_exe,
+            concurrency: 2,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error(transparent)]
+    Prepare(#[from] PrepareError),
+    #[error("database error while {what}: {source}")]
+    Db { what: String, source: sqlx::Error },
+    #[error(transparent)]
+    Amqp(#[from] AmqpError),
+    #[error(transparent)]
+    S3(#[from] s3::S3Error),
+}
+
+fn db(what: impl Into<String>) -> impl FnOnce(sqlx::Error) -> IngestError {
+    let what = what.into();
+    move |source| IngestError::Db { what, source }
+}
+
+/// What happened in one ingest run.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RunSummary {
+    pub run_id: Uuid,
+    pub objects: usize,
+    pub queued: usize,
+    pub skipped: usize,
+    pub failed: usize,
+    pub chunks: usize,
+}
+
+enum Outcome {
+    Queued { chunks: usize },
+    Skipped,
+    Failed,
+}
+
+/// Why a document failed, as recorded in `documents.error` and `failures`.
+struct DocFailure {
+    stage: &'static str,
+    retryable: bool,
+    message: String,
+}
+
+impl DocFailure {
+    fn permanent(stage: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            stage,
+            retryable: false,
+            message: message.into(),
+        }
+    }
+}
+
+pub struct Ingestor {
+    cfg: IngestConfig,
+    s3: aws_sdk_s3::Client,
+    pool: PgPool,
+    publisher: Publisher,
+    topology: Topology,
+    extractor: Extractor,
+    input: Arc<ModelInput>,
+}
+
+impl Ingestor {
+    pub fn new(
+        cfg: IngestConfig,
+        s3: aws_sdk_s3::Client,
+        pool: PgPool,
+        publisher: Publisher,
+        topology: Topology,
+    ) -> Result<Self, IngestError> {
+        let input = Arc::new(ModelInput::load(
+            &cfg.model_dir,
+            cfg.chunk_tokens,
+            cfg.overlap,
+        )?);
+        let extractor = Extractor {
+            exe: cfg.extractor_exe.clone(),
+            limits: cfg.extract.clone(),
+        };
+        Ok(Self {
+            cfg,
+            s3,
+            pool,
+            publisher,
+            topology,
+            extractor,
+            input,
+        })
+    }
+
+    /// Create a run row; its id tags every document and message of the run.
+    pub async fn start_run(
+        &self,
+        trigger: &str,
+        bucket: &str,
+        prefix: &str,
+    ) -> Result<Uuid, IngestError> {
+        let run_id = Uuid::now_v7();
+        sqlx::query("INSERT INTO runs (id, trigger, bucket, prefix) VALUES ($1, $2, $3, $4)")
+            .bind(run_id)
+            .bind(trigger)
+            .bind(bucket)
+            .bind(prefix)
+            .execute(&self.pool)
+            .await
+            .map_err(db("creating the run"))?;
+        Ok(run_id)
+    }
+
+    /// Ingest every object under `s3://bucket/prefix` as part of `run_id`.
+    pub async fn ingest(
+        &self,
+        run_id: Uuid,
+        bucket: &str,
+        prefix: &str,
+    ) -> Result<RunSummary, IngestError> {
+        let started = Instant::now();
+        let objects = s3::list(&self.s3, bucket, prefix).await?;
+        info!(%run_id, bucket, prefix, objects = objects.len(), "listed bucket");
+        let mut summary = RunSummary {
+            run_id,
+            objects: objects.len(),
+            ..Default::default()
+        };
+        let mut results = futures_util::stream::iter(objects)
+            .map(|obj| self.ingest_object(run_id, bucket, obj))
+            .buffer_unordered(self.cfg.concurrency.max(1));
+        while let Some(r) = results.next().await {
+            match r? {
+                Outcome::Queued { chunks } => {
+                    summary.queued += 1;
+                    summary.chunks += chunks;
+                }
+                Outcome::Skipped => summary.skipped += 1,
+                Outcome::Failed => summary.failed += 1,
+            }
+        }
+        sqlx::query(
+            "UPDATE runs SET finished_at = now(), objects_seen = $2, skipped = $3 WHERE id = $1",
+        )
+        .bind(run_id)
+        .bind(summary.objects as i32)
+        .bind(summary.skipped as i32)
+        .execute(&self.pool)
+        .await
+        .map_err(db("finishing the run"))?;
+        info!(%run_id, queued = summary.queued, skipped = summary.skipped, failed = summary.failed, chunks = summary.chunks,
+              seconds = started.elapsed().as_secs_f64(), "ingest finished");
+        Ok(summary)
+    }
+
+    async fn ingest_object(
+        &self,
+        run_id: Uuid,
+        bucket: &str,
+        obj: s3::ObjectInfo,
+    ) -> Result<Outcome, IngestError> {
+        let key = obj.key.as_str();
+        if obj.size > self.cfg.max_pdf_bytes {
+            let (id, generation) = self.upsert_document(run_id, bucket, &obj, None).await?;
+            let msg = format!(
+                "{} bytes, over the limit of {} (max_pdf_bytes)",
+                obj.size, self.cfg.max_pdf_bytes
+            );
+            self.fail(
+                run_id,
+                id,
+                generation,
+                bucket,
+                key,
+                DocFailure::permanent("fetch", msg),
+            )
+            .await?;
+            return Ok(Outcome::Failed);
+        }
+        let pdf = match s3::get(&self.s3, bucket, key, self.cfg.max_pdf_bytes).await {
+            Ok(b) => b,
+            Err(e) => {
+                let (id, generation) = self.upsert_document(run_id, bucket, &obj, None).await?;
+                let f = DocFailure {
+                    stage: "fetch",
+                    retryable: e.is_retryable(),
+                    message: e.to_string(),
+                };
+                self.fail(run_id, id, generation, bucket, key, f).await?;
+                return Ok(Outcome::Failed);
+            }
+        };
+        let sha = hex::encode(Sha256::digest(&pdf));
+        let unchanged: Option<(Uuid,)> = sqlx::query_as("SELECT id FROM documents WHERE bucket = $1 AND key = $2 AND sha256 = $3 AND status = 'done'")
+            .bind(bucket)
+            .bind(key)
+            .bind(&sha)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db(format!("looking up s3://{bucket}/{key}")))?;
+        if let Some((id,)) = unchanged {
+            info!(%run_id, document_id = %id, key, "unchanged and done, skipped");
+            return Ok(Outcome::Skipped);
+        }
+        let (id, generation) = self
+            .upsert_document(run_id, bucket, &obj, Some((&sha, pdf.len())))
+            .await?;
+        match self.process(run_id, id, generation, key, &pdf).await? {
+            Ok(chunks) => Ok(Outcome::Queued { chunks }),
+            Err(f) => {
+                self.fail(run_id, id, generation, bucket, key, f).await?;
+                Ok(Outcome::Failed)
+            }
+        }
+    }
+
+    /// Extract, chunk, store and publish one document. The outer error aborts the run
+    /// (infrastructure); the inner one fails only this document.
+    async fn process(
+        &self,
+        run_id: Uuid,
+        id: Uuid,
+        generation: i32,
+        key: &str,
+        pdf: &[u8],
+    ) -> Result<Result<usize, DocFailure>, IngestError> {
+        let t0 = Instant::now();
+        let pages = match self.extractor.extract(pdf).await {
+            Ok(p) => p,
+            Err(e) => {
+                return Ok(Err(DocFailure {
+                    stage: "extract",
+                    retryable: e.is_retryable(),
+                    message: e.to_string(),
+                }))
+            }
+        };
+        for (page, why) in &pages.failed_pages {
+            warn!(%run_id, document_id = %id, key, page, reason = %why, "page text could not be extracted");
+        }
+        let doc = DocumentText::from_pages(&pages.pages);
+        let input = self.input.clone();
+        let text = doc.text.clone();
+        let prepared = tokio::task::spawn_blocking(move || input.prepare(&text))
+            .await
+            .expect("tokenizer task panicked");
+        let (n_tokens, chunks) = match prepared {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(DocFailure::permanent("tokenize", e.to_string()))),
+        };
+        if n_tokens == 0 {
+            let why = if pages.failed_pages.is_empty() {
+                format!("no text layer: {} page(s) without extractable text (scanned or image-only PDF?)", pages.pages.len())
+            } else {
+                format!(
+                    "no text extracted: {} of {} page(s) failed, first: {}",
+                    pages.failed_pages.len(),
+                    pages.pages.len(),
+                    pages.failed_pages[0].1
+                )
+            };
+            return Ok(Err(DocFailure::permanent("extract", why)));
+        }
+        if n_tokens > self.cfg.max_tokens {
+            return Ok(Err(DocFailure::permanent(
+                "tokenize",
+                format!(
+                    "{n_tokens} tokens, over the limit of {} (max_tokens)",
+                    self.cfg.max_tokens
+                ),
+            )));
+        }
+        self.store_text(id, generation, &doc, n_tokens, chunks.len())
+            .await?;
+        let count = chunks.len() as u32;
+        let tasks: Vec<ChunkTask> = chunks
+            .into_iter()
+            .map(|p| {
+                let span = |r: &std::ops::Range<usize>| [r.start as u32, r.end as u32];
+                ChunkTask {
+                    schema: SCHEMA_VERSION,
+                    meta: ChunkMeta {
+                        run_id,
+                        document_id: id,
+                        generation,
+                        index: p.chunk.index as u32,
+                        count,
+                        tokens: span(&p.chunk.tokens),
+                        owned_tokens: span(&p.chunk.owned),
+                        chars: span(&p.chunk.chars),
+                        owned_chars: span(&p.chunk.owned_chars),
+                    },
+                    input_ids: p.input_ids,
+                }
+            })
+            .collect();
+        self.publisher
+            .publish_all(&self.topology.chunks(), &tasks)
+            .await?;
+        info!(%run_id, document_id = %id, key, pages = doc.pages.len(), tokens = n_tokens, chunks = count,
+              seconds = t0.elapsed().as_secs_f64(), "document queued");
+        Ok(Ok(tasks.len()))
+    }
+
+    /// Insert or reset the document row; a re-ingest starts a new generation and removes
+    /// the previous generation's pages and chunks in the same transaction.
+    async fn upsert_document(
+        &self,
+        run_id: Uuid,
+        bucket: &str,
+        obj: &s3::ObjectInfo,
+        content: Option<(&str, usize)>,
+    ) -> Result<(Uuid, i32), IngestError> {
+        let what = || format!("recording s3://{bucket}/{}", obj.key);
+        let mut tx = self.pool.begin().await.map_err(db(what()))?;
+        let (id, generation): (Uuid, i32) = sqlx::query_as(
+            "INSERT INTO documents (id, run_id, bucket, key, etag, sha256, bytes, status)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'extracting')
+             ON CONFLICT (bucket, key) DO UPDATE SET
+               run_id = EXCLUDED.run_id, etag = EXCLUDED.etag, sha256 = EXCLUDED.sha256, bytes = EXCLUDED.bytes,
+               status = 'extracting', error = NULL, generation = documents.generation + 1, pages = NULL,
+               token_count = NULL, chunk_count = NULL, chunks_done = 0, text = NULL, done_at = NULL, updated_at = now()
+             RETURNING id, generation",
+        )
+        .bind(Uuid::now_v7())
+        .bind(run_id)
+        .bind(bucket)
+        .bind(&obj.key)
+        .bind(&obj.etag)
+        .bind(content.map(|c| c.0))
+        .bind(content.map(|c| c.1 as i64).unwrap_or(obj.size as i64))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db(what()))?;
+        for sql in [
+            "DELETE FROM pages WHERE document_id = $1",
+            "DELETE FROM chunks WHERE document_id = $1",
+        ] {
+            sqlx::query(sql)
+                .bind(id)
+                .execute(&mut *tx)
+                .await
+                .map_err(db(what()))?;
+        }
+        tx.commit().await.map_err(db(what()))?;
+        Ok((id, generation))
+    }
+
+    /// Pages, text and the chunk count, then status `embedding` — before any chunk is published,
+    /// so the aggregator always knows how many chunks make the document complete.
+    async fn store_text(
+        &self,
+        id: Uuid,
+        generation: i32,
+        doc: &DocumentText,
+        n_tokens: usize,
+        n_chunks: usize,
+    ) -> Result<(), IngestError> {
+        let what = || format!("storing pages of document {id}");
+        let mut tx = self.pool.begin().await.map_err(db(what()))?;
+        let page_no: Vec<i32> = (1..=doc.pages.len() as i32).collect();
+        let starts: Vec<i32> = doc.pages.iter().map(|p| p.start as i32).collect();
+        let ends: Vec<i32> = doc.pages.iter().map(|p| p.end as i32).collect();
+        sqlx::query("INSERT INTO pages (document_id, page_no, char_start, char_end) SELECT $1, * FROM UNNEST($2::int[], $3::int[], $4::int[])")
+            .bind(id)
+            .bind(&page_no)
+            .bind(&starts)
+            .bind(&ends)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(what()))?;
+        sqlx::query(
+            "UPDATE documents SET text = $3, pages = $4, token_count = $5, chunk_count = $6, status = 'embedding', updated_at = now()
+             WHERE id = $1 AND generation = $2",
+        )
+        .bind(id)
+        .bind(generation)
+        .bind(&doc.text)
+        .bind(doc.pages.len() as i32)
+        .bind(n_tokens as i32)
+        .bind(n_chunks as i32)
+        .execute(&mut *tx)
+        .await
+        .map_err(db(what()))?;
+        tx.commit().await.map_err(db(what()))
+    }
+
+    async fn fail(
+        &self,
+        run_id: Uuid,
+        id: Uuid,
+        generation: i32,
+        bucket: &str,
+        key: &str,
+        f: DocFailure,
+    ) -> Result<(), IngestError> {
+        warn!(%run_id, document_id = %id, key, stage = f.stage, error = %f.message, "document failed");
+        let what = || format!("recording the failure of s3://{bucket}/{key}");
+        let mut tx = self.pool.begin().await.map_err(db(what()))?;
+        sqlx::query("UPDATE documents SET status = 'failed', error = $3, updated_at = now() WHERE id = $1 AND generation = $2")
+            .bind(id)
+            .bind(generation)
+            .bind(format!("{}: {}", f.stage, f.message))
+            .execute(&mut *tx)
+            .await
+            .map_err(db(what()))?;
+        sqlx::query("INSERT INTO failures (run_id, document_id, bucket, key, stage, class, message) VALUES ($1, $2, $3, $4, $5, $6, $7)")
+            .bind(run_id)
+            .bind(id)
+            .bind(bucket)
+            .bind(key)
+            .bind(f.stage)
+            .bind(if f.retryable { "retryable" } else { "permanent" })
+            .bind(&f.message)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(what()))?;
+        tx.commit().await.map_err(db(what()))
+    }
+}

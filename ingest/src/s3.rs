@@ -1,0 +1,169 @@
+//! The S3 side of ingest: a client for any S3-compatible endpoint (path-style), listing with
+//! pagination, and size-limited downloads.
+
+use aws_sdk_s3::Client;
+
+#[derive(Debug, Clone, Default)]
+pub struct S3Config {
+    /// Custom endpoint (MinIO, SeaweedFS, ...); `None` for AWS itself.
+    pub endpoint: Option<String>,
+    pub region: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum S3Error {
+    #[error("listing s3://{bucket}/{prefix} failed: {message}")]
+    List {
+        bucket: String,
+        prefix: String,
+        message: String,
+    },
+    #[error("downloading s3://{bucket}/{key} failed: {message}")]
+    Get {
+        bucket: String,
+        key: String,
+        message: String,
+    },
+    #[error("uploading s3://{bucket}/{key} failed: {message}")]
+    Put {
+        bucket: String,
+        key: String,
+        message: String,
+    },
+    #[error("s3://{bucket}/{key} is {bytes} bytes, over the limit of {limit} (max_pdf_bytes)")]
+    TooLarge {
+        bucket: String,
+        key: String,
+        bytes: u64,
+        limit: u64,
+    },
+}
+
+impl S3Error {
+    pub fn is_retryable(&self) -> bool {
+        !matches!(self, S3Error::TooLarge { .. })
+    }
+}
+
+/// An object found by listing.
+#[derive(Debug, Clone)]
+pub struct ObjectInfo {
+    pub key: String,
+    pub size: u64,
+    pub etag: Option<String>,
+}
+
+/// Build a client from the standard AWS environment (keys, profile, ...) plus our endpoint.
+pub async fn client(cfg: &S3Config) -> Client {
+    let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new(cfg.region.clone()))
+        .load()
+        .await;
+    let mut b = aws_sdk_s3::config::Builder::from(&shared).force_path_style(true);
+    if let Some(ep) = &cfg.endpoint {
+        b = b.endpoint_url(ep);
+    }
+    Client::from_conf(b.build())
+}
+
+/// Every object under `prefix`, following continuation tokens.
+pub async fn list(client: &Client, bucket: &str, prefix: &str) -> Result<Vec<ObjectInfo>, S3Error> {
+    let mut out = Vec::new();
+    let mut pages = client
+        .list_objects_v2()
+        .bucket(bucket)
+        .prefix(prefix)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| S3Error::List {
+            bucket: bucket.into(),
+            prefix: prefix.into(),
+            message: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
+        })?;
+        for obj in page.contents() {
+            let Some(key) = obj.key() else { continue };
+            if key.ends_with('/') {
+                continue;
+            }
+            out.push(ObjectInfo {
+                key: key.to_string(),
+                size: obj.size().unwrap_or(0).max(0) as u64,
+                etag: obj.e_tag().map(|e| e.trim_matches('"').to_string()),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Download an object, refusing anything over `limit` bytes.
+pub async fn get(client: &Client, bucket: &str, key: &str, limit: u64) -> Result<Vec<u8>, S3Error> {
+    let err = |message: String| S3Error::Get {
+        bucket: bucket.into(),
+        key: key.into(),
+        message,
+    };
+    let resp = client
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .map_err(|e| err(aws_sdk_s3::error::DisplayErrorContext(&e).to_string()))?;
+    let len = resp.content_length().unwrap_or(0).max(0) as u64;
+    if len > limit {
+        return Err(S3Error::TooLarge {
+            bucket: bucket.into(),
+            key: key.into(),
+            bytes: len,
+            limit,
+        });
+    }
+    let body = resp.body.collect().await.map_err(|e| err(e.to_string()))?;
+    let bytes = body.into_bytes().to_vec();
+    if bytes.len() as u64 > limit {
+        return Err(S3Error::TooLarge {
+            bucket: bucket.into(),
+            key: key.into(),
+            bytes: bytes.len() as u64,
+            limit,
+        });
+    }
+    Ok(bytes)
+}
+
+/// Create `bucket` unless it exists (for `docpipe put`, the demo and tests).
+pub async fn ensure_bucket(client: &Client, bucket: &str) -> Result<(), S3Error> {
+    if client.head_bucket().bucket(bucket).send().await.is_ok() {
+        return Ok(());
+    }
+    client
+        .create_bucket()
+        .bucket(bucket)
+        .send()
+        .await
+        .map_err(|e| S3Error::Put {
+            bucket: bucket.into(),
+            key: String::new(),
+            message: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
+        })?;
+    Ok(())
+}
+
+/// Upload `body` as `s3://bucket/key`.
+pub async fn put(client: &Client, bucket: &str, key: &str, body: Vec<u8>) -> Result<(), S3Error> {
+    client
+        .put_object()
+        .bucket(bucket)
+        .key(key)
+        .content_type("application/pdf")
+        .body(body.into())
+        .send()
+        .await
+        .map_err(|e| S3Error::Put {
+            bucket: bucket.into(),
+            key: key.into(),
+            message: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
+        })?;
+    Ok(())
+}

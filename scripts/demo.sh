@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The end-to-end demo behind `make demo`: render the sample contracts to PDF, upload them (and
+# some of ../shared/corpus/contracts when present) to the local S3 server, run ingest → worker
+# → aggregator, then show per-document status and SQL over the stored embeddings.
+# Expects the services' environment (scripts/services.sh env) and a built target/debug/docpipe.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BIN=${DOCPIPE_BIN:-target/debug/docpipe}
+BUCKET=${DEMO_BUCKET:-docpipe-demo}
+CORPUS=${DEMO_CORPUS:-../shared/corpus/contracts}
+CORPUS_LIMIT=${DEMO_CORPUS_LIMIT:-4}     # contracts from the shared corpus (all: 36)
+MAX_PAGES=${DEMO_CORPUS_MAX_PAGES:-12}   # only the shorter ones, to keep the demo quick on a CPU
+QUERY=${DEMO_QUERY:-"Is either party's liability capped, and at what amount?"}
+out=demo-out
+rm -rf "$out" && mkdir -p "$out"
+started=$(date +%s)
+
+echo "== rendering sample contracts"
+for f in samples/*.txt; do
+  "$BIN" render-pdf "$f" "$out/$(basename "${f%.txt}").pdf"
+done
+if [ -f "$CORPUS/MANIFEST.tsv" ] && [ "$CORPUS_LIMIT" -gt 0 ]; then
+  echo "== adding up to $CORPUS_LIMIT contracts of at most $MAX_PAGES pages from $CORPUS"
+  awk -F'\t' -v max="$MAX_PAGES" 'NR > 1 && $6 <= max && $9 == "no" && $10 == "no" { print $1 }' "$CORPUS/MANIFEST.tsv" \
+    | head -n "$CORPUS_LIMIT" | while read -r f; do cp "$CORPUS/$f" "$out/"; done
+fi
+printf '%%PDF-1.7\nthis file was cut off in transit' > "$out/zz-truncated-upload.pdf"
+
+echo "== uploading to s3://$BUCKET"
+"$BIN" put --bucket "$BUCKET" "$out"/*.pdf | sed 's/^/   /'
+
+echo "== running the pipeline (ingest → RabbitMQ → worker → RabbitMQ → aggregator → Postgres)"
+"$BIN" run --bucket "$BUCKET"
+
+psql_() { psql "$DOCPIPE_DATABASE_URL" -X -q -P pager=off "$@"; }
+
+echo
+echo "== SQL: documents of the bucket by status"
+psql_ -c "SELECT status, count(*) AS documents, sum(pages) AS pages, sum(chunk_count) AS chunks
+          FROM documents WHERE bucket = '$BUCKET' GROUP BY status ORDER BY status;"
+
+echo "== SQL: for each contract, the most similar other contract (mean of its chunk embeddings)"
+psql_ -c "WITH doc AS (
+            SELECT d.id, left(d.key, 48) AS key, avg(c.embedding) AS e
+            FROM documents d JOIN chunks c ON c.document_id = d.id
+            WHERE d.bucket = '$BUCKET' AND d.status = 'done' GROUP BY d.id, d.key)
+          SELECT a.key AS contract, b.key AS most_similar, round((1 - (a.e <=> b.e))::numeric, 3) AS cosine
+          FROM doc a CROSS JOIN LATERAL (
+            SELECT key, e FROM doc b WHERE b.id <> a.id ORDER BY a.e <=> b.e LIMIT 1) b
+          ORDER BY a.key;"
+
+echo "== nearest chunks to: \"$QUERY\""
+echo "   (docpipe search embeds the query, then: SELECT ... ORDER BY embedding <=> \$query LIMIT 5)"
+"$BIN" search "$QUERY" --top 5
+
+echo
+echo "demo finished in $(( $(date +%s) - started )) s"

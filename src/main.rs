@@ -1,0 +1,636 @@
+//! `docpipe` — one binary, one subcommand per role, so one image serves every pod.
+//!
+//! ```text
+//! docpipe ingest --bucket B [--prefix P]   S3 → text → chunks on RabbitMQ
+//! docpipe worker                           chunks → embeddings (libtorch, CPU or CUDA)
+//! docpipe aggregate                        embeddings → Postgres, documents → done
+//! docpipe run --bucket B                   all three in one process, until the run is finished
+//! docpipe search "text" [--top K]          nearest chunks to a query
+//! docpipe status [--run R]                 documents by status, failures
+//! docpipe migrate                          apply the database migrations
+//! ```
+//! Every flag has an environment variable (`DOCPIPE_*`); see the README.
+
+mod sample_pdf;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use docpipe_common::amqp::{self, Publisher, Topology};
+use docpipe_common::{db, redact};
+use docpipe_ingest::extract::ExtractLimits;
+use docpipe_ingest::{IngestConfig, Ingestor};
+use docpipe_worker::{device, SentenceEmbedder, WorkerConfig};
+use sqlx::PgPool;
+use tokio::sync::watch;
+use tracing::info;
+use uuid::Uuid;
+
+#[derive(Parser)]
+#[command(
+    name = "docpipe",
+    version,
+    about = "Contracts in S3 → chunked, embedded rows in Postgres"
+)]
+struct Cli {
+    #[command(flatten)]
+    common: Common,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Args, Clone)]
+struct Common {
+    /// RabbitMQ URL (amqps:// for TLS).
+    #[arg(
+        long,
+        global = true,
+        env = "DOCPIPE_AMQP_URL",
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f",
+        hide_env_values = true
+    )]
+    amqp_url: String,
+    /// Postgres URL (add ?sslmode=require for TLS).
+    #[arg(
+        long,
+        global = true,
+        env = "DOCPIPE_DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/docpipe",
+        hide_env_values = true
+    )]
+    database_url: String,
+    /// Prefix of the RabbitMQ queue names (`P.chunks`, `P.results`, ...).
+    #[arg(
+        long,
+        global = true,
+        env = "DOCPIPE_QUEUE_PREFIX",
+        default_value = "docpipe"
+    )]
+    queue_prefix: String,
+    /// sentence-transformers model directory.
+    #[arg(long, global = true, env = "DOCPIPE_MODEL")]
+    model: Option<PathBuf>,
+    /// Log format: text or json.
+    #[arg(
+        long,
+        global = true,
+        env = "DOCPIPE_LOG_FORMAT",
+        default_value = "text"
+    )]
+    log_format: String,
+}
+
+#[derive(Args, Clone)]
+struct S3Args {
+    /// S3 endpoint for S3-compatible servers (MinIO, SeaweedFS); unset for AWS.
+    #[arg(long, env = "DOCPIPE_S3_ENDPOINT")]
+    s3_endpoint: Option<String>,
+    #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
+    s3_region: String,
+}
+
+#[derive(Args, Clone)]
+struct IngestArgs {
+    #[arg(long, env = "DOCPIPE_BUCKET")]
+    bucket: String,
+    #[arg(long, env = "DOCPIPE_PREFIX", default_value = "")]
+    prefix: String,
+    #[command(flatten)]
+    s3: S3Args,
+    /// Model sequence length per chunk, prompt and special tokens included.
+    #[arg(long, env = "DOCPIPE_CHUNK_TOKENS", default_value_t = 2048)]
+    chunk_tokens: usize,
+    /// Tokens shared by neighbouring chunks.
+    #[arg(long, env = "DOCPIPE_CHUNK_OVERLAP", default_value_t = 128)]
+    overlap: usize,
+    /// Larger PDFs fail with a reason.
+    #[arg(long, env = "DOCPIPE_MAX_PDF_MB", default_value_t = 100)]
+    max_pdf_mb: u64,
+    #[arg(long, env = "DOCPIPE_MAX_PAGES", default_value_t = 2000)]
+    max_pages: usize,
+    #[arg(long, env = "DOCPIPE_MAX_TOKENS", default_value_t = 2_000_000)]
+    max_tokens: usize,
+    /// Wall-clock limit for extracting one PDF.
+    #[arg(long, env = "DOCPIPE_EXTRACT_TIMEOUT_S", default_value_t = 120)]
+    extract_timeout_s: u64,
+    /// Address-space limit of the extraction child process.
+    #[arg(long, env = "DOCPIPE_EXTRACT_MEMORY_MB", default_value_t = 4096)]
+    extract_memory_mb: u64,
+    /// Documents extracted at the same time.
+    #[arg(long, env = "DOCPIPE_INGEST_CONCURRENCY", default_value_t = 2)]
+    concurrency: usize,
+}
+
+#[derive(Args, Clone)]
+struct WorkerArgs {
+    /// auto, cpu, cuda or cuda:N.
+    #[arg(long, env = "DOCPIPE_DEVICE", default_value = "auto")]
+    device: String,
+    /// auto (bf16 on CUDA and on CPUs with AMX/AVX512-BF16, else fp32), fp32, bf16, fp16.
+    #[arg(long, env = "DOCPIPE_DTYPE", default_value = "auto")]
+    dtype: String,
+    /// Padded tokens per forward pass.
+    #[arg(long, env = "DOCPIPE_MAX_BATCH_TOKENS", default_value_t = 8192)]
+    max_batch_tokens: usize,
+    /// Longest wait for more chunks once a batch has one.
+    #[arg(long, env = "DOCPIPE_MAX_WAIT_MS", default_value_t = 75)]
+    max_wait_ms: u64,
+    #[arg(long, env = "DOCPIPE_PREFETCH", default_value_t = 32)]
+    prefetch: u16,
+    /// Intra-op threads for CPU inference (0 = libtorch's default).
+    #[arg(long, env = "DOCPIPE_THREADS", default_value_t = 0)]
+    threads: i32,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// List a bucket, extract, chunk and publish every PDF.
+    Ingest {
+        #[command(flatten)]
+        ingest: IngestArgs,
+    },
+    /// Embed chunks from RabbitMQ.
+    Worker {
+        #[command(flatten)]
+        worker: WorkerArgs,
+    },
+    /// Store results in Postgres and finish documents.
+    Aggregate {
+        #[arg(long, env = "DOCPIPE_PREFETCH", default_value_t = 64)]
+        prefetch: u16,
+    },
+    /// Ingest, worker and aggregator in one process (still through RabbitMQ); exits when every
+    /// document of the run is done or failed.
+    Run {
+        #[command(flatten)]
+        ingest: IngestArgs,
+        #[command(flatten)]
+        worker: WorkerArgs,
+        /// Give up waiting for the run after this many seconds.
+        #[arg(long, env = "DOCPIPE_RUN_TIMEOUT_S", default_value_t = 6 * 3600)]
+        run_timeout_s: u64,
+    },
+    /// Nearest stored chunks to a query.
+    Search {
+        query: String,
+        #[arg(long, default_value_t = 5)]
+        top: i64,
+        #[command(flatten)]
+        worker: WorkerArgs,
+    },
+    /// Documents by status (latest run by default) and their failures.
+    Status {
+        #[arg(long)]
+        run: Option<Uuid>,
+    },
+    /// Upload files to a bucket (created if missing), keyed `PREFIX + file name`.
+    Put {
+        #[arg(long, env = "DOCPIPE_BUCKET")]
+        bucket: String,
+        #[arg(long, default_value = "")]
+        prefix: String,
+        #[command(flatten)]
+        s3: S3Args,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Apply database migrations.
+    Migrate,
+    /// (internal) Extract a PDF from stdin in an isolated process.
+    #[command(hide = true)]
+    ExtractPdf {
+        #[arg(long, default_value_t = 2000)]
+        max_pages: usize,
+    },
+    /// (internal) Render a text file as a PDF, for samples and tests.
+    #[command(hide = true)]
+    RenderPdf { input: PathBuf, output: PathBuf },
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    // The extraction child must not start a runtime or logging that could write to stdout.
+    match &cli.cmd {
+        Cmd::ExtractPdf { max_pages } => {
+            return docpipe_ingest::extract::child_main(*max_pages).context("extract-pdf")
+        }
+        Cmd::RenderPdf { input, output } => {
+            let text = std::fs::read_to_string(input)
+                .with_context(|| format!("reading {}", input.display()))?;
+            let pdf = sample_pdf::render(&text).context("rendering PDF")?;
+            return std::fs::write(output, pdf)
+                .with_context(|| format!("writing {}", output.display()));
+        }
+        _ => {}
+    }
+    init_logging(&cli.common.log_format);
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(async_main(cli))
+}
+
+fn init_logging(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DOCPIPE_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new(
+                "info,lapin=warn,sqlx=warn,aws_config=warn,aws_smithy_runtime=warn",
+            )
+        });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+async fn async_main(cli: Cli) -> Result<()> {
+    let c = &cli.common;
+    match cli.cmd {
+        Cmd::Migrate => {
+            connect_db(c).await?;
+            println!("migrations applied");
+            Ok(())
+        }
+        Cmd::Ingest { ingest } => {
+            let pool = connect_db(c).await?;
+            let conn = connect_amqp(c, "docpipe-ingest").await?;
+            let topology = declare(&conn, c).await?;
+            let ingestor = build_ingestor(c, &ingest, pool.clone(), &conn, topology).await?;
+            let run_id = ingestor
+                .start_run("cli", &ingest.bucket, &ingest.prefix)
+                .await?;
+            let summary = ingestor
+                .ingest(run_id, &ingest.bucket, &ingest.prefix)
+                .await?;
+            println!("{}", serde_json::to_string_pretty(&summary)?);
+            Ok(())
+        }
+        Cmd::Worker { worker } => {
+            let model = load_model(c, &worker)?;
+            let conn = connect_amqp(c, "docpipe-worker").await?;
+            let topology = declare(&conn, c).await?;
+            docpipe_worker::run(
+                &conn,
+                &topology,
+                model,
+                worker_config(&worker),
+                shutdown_signal(),
+            )
+            .await?;
+            Ok(())
+        }
+        Cmd::Aggregate { prefetch } => {
+            let pool = connect_db(c).await?;
+            let conn = connect_amqp(c, "docpipe-aggregator").await?;
+            let topology = declare(&conn, c).await?;
+            docpipe_aggregator::run(&conn, &topology, &pool, prefetch, shutdown_signal()).await?;
+            Ok(())
+        }
+        Cmd::Run {
+            ingest,
+            worker,
+            run_timeout_s,
+        } => run_all(c, ingest, worker, Duration::from_secs(run_timeout_s)).await,
+        Cmd::Search { query, top, worker } => search(c, &worker, &query, top).await,
+        Cmd::Status { run } => status(&connect_db(c).await?, run).await,
+        Cmd::Put {
+            bucket,
+            prefix,
+            s3,
+            files,
+        } => put(&bucket, &prefix, &s3, &files).await,
+        Cmd::ExtractPdf { .. } | Cmd::RenderPdf { .. } => {
+            unreachable!("handled before the runtime starts")
+        }
+    }
+}
+
+const PATIENCE: Duration = Duration::from_secs(60);
+
+async fn connect_db(c: &Common) -> Result<PgPool> {
+    let pool = db::connect(&c.database_url, 8, PATIENCE).await?;
+    db::migrate(&pool)
+        .await
+        .with_context(|| format!("migrating {}", redact::url(&c.database_url)))?;
+    Ok(pool)
+}
+
+async fn connect_amqp(c: &Common, name: &str) -> Result<lapin::Connection> {
+    Ok(amqp::connect(&c.amqp_url, name, PATIENCE).await?)
+}
+
+async fn declare(conn: &lapin::Connection, c: &Common) -> Result<Topology> {
+    let topology = Topology::new(&c.queue_prefix);
+    let ch = conn.create_channel().await.context("creating a channel")?;
+    topology.declare(&ch).await?;
+    let _ = ch.close(200, "declared".into()).await;
+    Ok(topology)
+}
+
+fn model_dir(c: &Common) -> Result<PathBuf> {
+    let dir = match &c.model {
+        Some(d) => d.clone(),
+        None => {
+            let home = std::env::var_os("DOCPIPE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/docpipe"))
+                })
+                .context("neither DOCPIPE_MODEL nor HOME is set")?;
+            home.join("embeddinggemma-300m")
+        }
+    };
+    if !dir.join("config.json").exists() {
+        bail!("no model at {} (set DOCPIPE_MODEL or --model to a sentence-transformers directory; `make model` fetches EmbeddingGemma-300M)", dir.display());
+    }
+    Ok(dir)
+}
+
+async fn build_ingestor(
+    c: &Common,
+    a: &IngestArgs,
+    pool: PgPool,
+    conn: &lapin::Connection,
+    topology: Topology,
+) -> Result<Ingestor> {
+    let exe = std::env::current_exe().context("locating the docpipe binary for extraction")?;
+    let mut cfg = IngestConfig::new(model_dir(c)?, exe);
+    cfg.chunk_tokens = a.chunk_tokens;
+    cfg.overlap = a.overlap;
+    cfg.max_pdf_bytes = a.max_pdf_mb << 20;
+    cfg.max_tokens = a.max_tokens;
+    cfg.concurrency = a.concurrency;
+    cfg.extract = ExtractLimits {
+        timeout: Duration::from_secs(a.extract_timeout_s),
+        memory_bytes: a.extract_memory_mb << 20,
+        max_pages: a.max_pages,
+    };
+    let s3 = docpipe_ingest::s3::client(&docpipe_ingest::s3::S3Config {
+        endpoint: a.s3.s3_endpoint.clone(),
+        region: a.s3.s3_region.clone(),
+    })
+    .await;
+    let publisher = Publisher::new(conn).await?;
+    Ok(Ingestor::new(cfg, s3, pool, publisher, topology)?)
+}
+
+fn load_model(c: &Common, w: &WorkerArgs) -> Result<SentenceEmbedder> {
+    let dir = model_dir(c)?;
+    let dev = device::resolve(w.device.parse().map_err(anyhow::Error::msg)?)?;
+    let precision = device::precision(&w.dtype, dev)?;
+    if w.threads > 0 {
+        device::set_threads(w.threads);
+    }
+    let t0 = Instant::now();
+    let model = SentenceEmbedder::load(&dir, dev, precision)
+        .with_context(|| format!("loading model {}", dir.display()))?;
+    info!(model = %model.label(), device = ?dev, seconds = t0.elapsed().as_secs_f64(), "model loaded");
+    Ok(model)
+}
+
+fn worker_config(w: &WorkerArgs) -> WorkerConfig {
+    WorkerConfig {
+        max_batch_tokens: w.max_batch_tokens,
+        max_wait: Duration::from_millis(w.max_wait_ms),
+        prefetch: w.prefetch,
+    }
+}
+
+/// A watch that turns true on SIGINT or SIGTERM.
+fn shutdown_signal() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        info!("shutdown requested; finishing in-flight work");
+        let _ = tx.send(true);
+    });
+    rx
+}
+
+async fn run_all(
+    c: &Common,
+    ingest: IngestArgs,
+    worker: WorkerArgs,
+    timeout: Duration,
+) -> Result<()> {
+    let started = Instant::now();
+    let pool = connect_db(c).await?;
+    let conn = Arc::new(connect_amqp(c, "docpipe-run").await?);
+    let topology = declare(&conn, c).await?;
+    let model = load_model(c, &worker)?;
+    let ingestor = build_ingestor(c, &ingest, pool.clone(), &conn, topology.clone()).await?;
+
+    let stop_signal = shutdown_signal();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let worker_task = {
+        let (conn, topology, rx, cfg) = (
+            conn.clone(),
+            topology.clone(),
+            stop_rx.clone(),
+            worker_config(&worker),
+        );
+        tokio::spawn(async move { docpipe_worker::run(&conn, &topology, model, cfg, rx).await })
+    };
+    let aggregator_task = {
+        let (conn, topology, pool, rx) = (
+            conn.clone(),
+            topology.clone(),
+            pool.clone(),
+            stop_rx.clone(),
+        );
+        tokio::spawn(async move { docpipe_aggregator::run(&conn, &topology, &pool, 64, rx).await })
+    };
+
+    let run_id = ingestor
+        .start_run("run", &ingest.bucket, &ingest.prefix)
+        .await?;
+    info!(%run_id, bucket = ingest.bucket, prefix = ingest.prefix, "run started");
+    let summary = ingestor
+        .ingest(run_id, &ingest.bucket, &ingest.prefix)
+        .await?;
+    let outcome = wait_for_run(
+        &pool,
+        run_id,
+        timeout,
+        stop_signal,
+        &worker_task,
+        &aggregator_task,
+    )
+    .await;
+    let _ = stop_tx.send(true);
+    let worker_result = worker_task.await;
+    let aggregator_result = aggregator_task.await;
+    outcome?;
+    worker_result.context("worker task panicked")??;
+    aggregator_result.context("aggregator task panicked")??;
+    println!(
+        "run {run_id}: {} objects, {} queued, {} skipped (unchanged), {} failed at ingest, {} chunks; {:.1} s",
+        summary.objects,
+        summary.queued,
+        summary.skipped,
+        summary.failed,
+        summary.chunks,
+        started.elapsed().as_secs_f64()
+    );
+    status(&pool, Some(run_id)).await
+}
+
+/// Poll until every document of the run is done or failed.
+async fn wait_for_run<T, U>(
+    pool: &PgPool,
+    run_id: Uuid,
+    timeout: Duration,
+    mut stop: watch::Receiver<bool>,
+    worker: &tokio::task::JoinHandle<T>,
+    aggregator: &tokio::task::JoinHandle<U>,
+) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let (pending,): (i64,) = sqlx::query_as(
+            "SELECT count(*) FROM documents WHERE run_id = $1 AND status NOT IN ('done', 'failed')",
+        )
+        .bind(run_id)
+        .fetch_one(pool)
+        .await
+        .context("polling run progress")?;
+        if pending == 0 {
+            return Ok(());
+        }
+        if worker.is_finished() || aggregator.is_finished() {
+            bail!(
+                "a pipeline role stopped while {pending} document(s) of run {run_id} were pending"
+            );
+        }
+        if Instant::now() > deadline {
+            bail!("run {run_id} not finished after {timeout:?}: {pending} document(s) pending");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = stop.changed() => bail!("interrupted with {pending} document(s) of run {run_id} pending; they resume on the next run"),
+        }
+    }
+}
+
+async fn status(pool: &PgPool, run: Option<Uuid>) -> Result<()> {
+    let run_id = match run {
+        Some(r) => r,
+        None => match sqlx::query_as::<_, (Uuid,)>(
+            "SELECT id FROM runs ORDER BY started_at DESC LIMIT 1",
+        )
+        .fetch_optional(pool)
+        .await?
+        {
+            Some((r,)) => r,
+            None => {
+                println!("no runs yet");
+                return Ok(());
+            }
+        },
+    };
+    let rows: Vec<(String, String, Option<i32>, Option<i32>, i32, Option<String>)> = sqlx::query_as(
+        "SELECT key, status, pages, chunk_count, chunks_done, error FROM documents WHERE run_id = $1 ORDER BY status, key",
+    )
+    .bind(run_id)
+    .fetch_all(pool)
+    .await?;
+    println!("run {run_id}");
+    println!(
+        "{:<44} {:<10} {:>5} {:>7}  error",
+        "document", "status", "pages", "chunks"
+    );
+    for (key, st, pages, count, done, err) in &rows {
+        let chunks = match count {
+            Some(n) => format!("{done}/{n}"),
+            None => "-".into(),
+        };
+        let pages = pages.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
+        let err = err.as_deref().unwrap_or("");
+        let key = if key.chars().count() > 44 {
+            format!(
+                "…{}",
+                key.chars()
+                    .rev()
+                    .take(43)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<String>()
+            )
+        } else {
+            key.clone()
+        };
+        println!(
+            "{key:<44} {st:<10} {pages:>5} {chunks:>7}  {}",
+            err.chars().take(120).collect::<String>()
+        );
+    }
+    let count = |s: &str| rows.iter().filter(|r| r.1 == s).count();
+    println!(
+        "{} documents: {} done, {} failed, {} in progress",
+        rows.len(),
+        count("done"),
+        count("failed"),
+        rows.len() - count("done") - count("failed")
+    );
+    Ok(())
+}
+
+async fn put(bucket: &str, prefix: &str, s3: &S3Args, files: &[PathBuf]) -> Result<()> {
+    use docpipe_ingest::s3 as s3api;
+    let client = s3api::client(&s3api::S3Config {
+        endpoint: s3.s3_endpoint.clone(),
+        region: s3.s3_region.clone(),
+    })
+    .await;
+    s3api::ensure_bucket(&client, bucket).await?;
+    for f in files {
+        let name = f
+            .file_name()
+            .with_context(|| format!("{} has no file name", f.display()))?
+            .to_string_lossy();
+        let body = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+        let key = format!("{prefix}{name}");
+        s3api::put(&client, bucket, &key, body).await?;
+        println!("uploaded s3://{bucket}/{key}");
+    }
+    Ok(())
+}
+
+async fn search(c: &Common, w: &WorkerArgs, query: &str, top: i64) -> Result<()> {
+    let pool = connect_db(c).await?;
+    let model = load_model(c, w)?;
+    let q = model.embed_texts(Some("query"), &[query])?.remove(0);
+    let rows: Vec<(String, i32, Option<i32>, f64, String)> = sqlx::query_as(
+        "SELECT d.key, c.chunk_index,
+                (SELECT min(p.page_no) FROM pages p WHERE p.document_id = d.id AND p.char_end > c.owned_char_start) AS page,
+                1 - (c.embedding <=> $1) AS score,
+                substr(d.text, c.owned_char_start + 1, 160) AS excerpt
+         FROM chunks c JOIN documents d ON d.id = c.document_id
+         ORDER BY c.embedding <=> $1 LIMIT $2",
+    )
+    .bind(pgvector::Vector::from(q))
+    .bind(top)
+    .fetch_all(&pool)
+    .await?;
+    for (key, chunk, page, score, excerpt) in rows {
+        let excerpt: String = excerpt.split_whitespace().collect::<Vec<_>>().join(" ");
+        println!(
+            "{score:.3}  {key}  chunk {chunk}  page {}\n       {excerpt}…",
+            page.map(|p| p.to_string()).unwrap_or_else(|| "?".into())
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,259 @@
+//! End to end against the real services (S3 server, RabbitMQ, Postgres with pgvector) and the
+//! real model: PDFs uploaded to a fresh bucket go through `docpipe run`, and the rows are
+//! checked. `make test` starts the services and exports their URLs (scripts/services.sh).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use docpipe_common::messages::{ChunkMeta, ChunkResult, SCHEMA_VERSION};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+const BIN: &str = env!("CARGO_BIN_EXE_docpipe");
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: run the tests with `make test`, which starts the services and exports their URLs"))
+}
+
+fn docpipe(args: &[&str], prefix: &str) -> std::process::Output {
+    let out = Command::new(BIN)
+        .args(args)
+        .env("DOCPIPE_QUEUE_PREFIX", prefix)
+        .env("DOCPIPE_LOG", "info,lapin=warn,sqlx=warn")
+        .output()
+        .expect("run docpipe");
+    eprintln!(
+        "$ docpipe {}\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn render(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let txt = dir.join(format!("{name}.txt"));
+    std::fs::write(&txt, text).unwrap();
+    let pdf = dir.join(format!("{name}.pdf"));
+    let st = Command::new(BIN)
+        .args(["render-pdf", txt.to_str().unwrap(), pdf.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    pdf
+}
+
+/// A contract long enough for several 512-token chunks, with non-ASCII text.
+fn long_contract() -> String {
+    let mut s = String::from("SUPPLY AGREEMENT between Société Générale de Pièces (\"Supplier\") and Acme Corp. (\"Buyer\").\n\n");
+    for i in 1..=40 {
+        s.push_str(&format!(
+            "{i}. Section {i}. The Supplier shall deliver lot {i} of the components within {d} days of the purchase order, \
+             at the unit price in Schedule {i}. Late delivery entitles the Buyer to a credit of {p}% of the price of lot {i}. \
+             Either party may terminate this section on {n} days' written notice.\n\n",
+            d = 10 + i,
+            p = i % 7 + 1,
+            n = 30 + i
+        ));
+    }
+    s
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pdfs_in_s3_become_rows_in_postgres() {
+    let db_url = env("DOCPIPE_DATABASE_URL");
+    env("DOCPIPE_S3_ENDPOINT");
+    let tag = Uuid::new_v4().simple().to_string()[..8].to_string();
+    let bucket = format!("e2e-{tag}");
+    let prefix = format!("test-{tag}");
+    let dir = std::env::temp_dir().join(format!("docpipe-e2e-{tag}"));
+    std::fs::create_dir_all(&dir).unwrap();
+
+    let long = render(&dir, "long-supply-agreement", &long_contract());
+    let short = render(&dir, "short-nda", "MUTUAL NDA. Each party shall keep the other's confidential information secret for three years.");
+    let corrupt = dir.join("corrupt.pdf");
+    std::fs::write(&corrupt, b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\ngarbage without xref or trailer").unwrap();
+    let not_pdf = dir.join("notes.pdf");
+    std::fs::write(&not_pdf, "these are meeting notes, not a PDF").unwrap();
+
+    let files: Vec<&str> = [&long, &short, &corrupt, &not_pdf]
+        .iter()
+        .map(|p| p.to_str().unwrap())
+        .collect();
+    let mut put = vec!["put", "--bucket", &bucket];
+    put.extend(files);
+    assert!(docpipe(&put, &prefix).status.success());
+
+    let run_args = [
+        "run",
+        "--bucket",
+        &bucket,
+        "--chunk-tokens",
+        "512",
+        "--overlap",
+        "64",
+        "--run-timeout-s",
+        "600",
+    ];
+    let out = docpipe(&run_args, &prefix);
+    assert!(out.status.success(), "docpipe run failed");
+
+    let pool = PgPool::connect(&db_url).await.unwrap();
+    let docs: Vec<(Uuid, String, String, Option<String>, Option<i32>, Option<i32>, i32, Option<i32>)> = sqlx::query_as(
+        "SELECT id, key, status, error, chunk_count, token_count, chunks_done, pages FROM documents WHERE bucket = $1 ORDER BY key",
+    )
+    .bind(&bucket)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(docs.len(), 4, "{docs:?}");
+    let by_key = |k: &str| {
+        docs.iter()
+            .find(|d| d.1 == k)
+            .unwrap_or_else(|| panic!("no document {k}"))
+    };
+
+    // the corrupt and the non-PDF files fail with a reason, recorded in `failures` too
+    for (key, why) in [("corrupt.pdf", "extract"), ("notes.pdf", "not a PDF")] {
+        let d = by_key(key);
+        assert_eq!(d.2, "failed", "{key}: {d:?}");
+        let err = d.3.as_deref().unwrap_or_default();
+        assert!(
+            err.contains(why),
+            "{key}: error {err:?} should mention {why:?}"
+        );
+        let (n,): (i64,) = sqlx::query_as("SELECT count(*) FROM failures WHERE document_id = $1")
+            .bind(d.0)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(n, 1, "{key}: one failure row");
+    }
+
+    // the good ones are done, every chunk stored once, owned ranges tile the tokens
+    for key in ["long-supply-agreement.pdf", "short-nda.pdf"] {
+        let (id, _, status, _, chunk_count, token_count, chunks_done, pages) = by_key(key).clone();
+        assert_eq!(status, "done", "{key}");
+        let (chunk_count, token_count) = (chunk_count.unwrap(), token_count.unwrap());
+        assert_eq!(chunks_done, chunk_count);
+        assert!(pages.unwrap() >= 1);
+        let chunks: Vec<(i32, i32, i32, i32, i32, i32, i32, f64)> = sqlx::query_as(
+            "SELECT chunk_index, token_start, token_end, owned_token_start, owned_token_end, char_start, char_end,
+                    vector_norm(embedding)::float8
+             FROM chunks WHERE document_id = $1 ORDER BY chunk_index",
+        )
+        .bind(id)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        assert_eq!(chunks.len() as i32, chunk_count, "{key}");
+        let mut next_owned = 0;
+        for (i, c) in chunks.iter().enumerate() {
+            assert_eq!(c.0, i as i32);
+            assert_eq!(
+                c.3, next_owned,
+                "{key} chunk {i}: owned range must start where the previous ended"
+            );
+            assert!(
+                c.1 <= c.3 && c.4 <= c.2,
+                "{key} chunk {i}: owned inside the window"
+            );
+            assert!(c.5 < c.6, "{key} chunk {i}: character range");
+            assert!(
+                (c.7 - 1.0).abs() < 1e-3,
+                "{key} chunk {i}: embedding norm {}",
+                c.7
+            );
+            next_owned = c.4;
+        }
+        assert_eq!(
+            next_owned, token_count,
+            "{key}: the last chunk owns up to the end"
+        );
+    }
+    let (_, _, _, _, long_chunks, ..) = by_key("long-supply-agreement.pdf").clone();
+    assert!(
+        long_chunks.unwrap() >= 3,
+        "the long contract spans several chunks"
+    );
+
+    // the long contract's text round-trips through the character offsets
+    let (excerpt,): (String,) = sqlx::query_as(
+        "SELECT substr(d.text, c.char_start + 1, c.char_end - c.char_start) FROM chunks c JOIN documents d ON d.id = c.document_id
+         WHERE d.bucket = $1 AND d.key = 'long-supply-agreement.pdf' AND c.chunk_index = 0",
+    )
+    .bind(&bucket)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(
+        excerpt.starts_with("SUPPLY AGREEMENT between Soci"),
+        "{excerpt:?}"
+    );
+
+    // a redelivered result changes nothing
+    let long_id = by_key("long-supply-agreement.pdf").0;
+    let (generation, ts, te, os, oe, cs, ce, ocs, oce, emb, count): (i32, i32, i32, i32, i32, i32, i32, i32, i32, pgvector::Vector, i32) =
+        sqlx::query_as(
+            "SELECT c.generation, token_start, token_end, owned_token_start, owned_token_end, char_start, char_end,
+                    owned_char_start, owned_char_end, embedding, d.chunk_count
+             FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.document_id = $1 AND chunk_index = 1",
+        )
+        .bind(long_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let (run_id,): (Uuid,) = sqlx::query_as("SELECT run_id FROM documents WHERE id = $1")
+        .bind(long_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let span = |a: i32, b: i32| [a as u32, b as u32];
+    let duplicate = ChunkResult {
+        schema: SCHEMA_VERSION,
+        meta: ChunkMeta {
+            run_id,
+            document_id: long_id,
+            generation,
+            index: 1,
+            count: count as u32,
+            tokens: span(ts, te),
+            owned_tokens: span(os, oe),
+            chars: span(cs, ce),
+            owned_chars: span(ocs, oce),
+        },
+        embedding: emb.to_vec(),
+        model: "test".into(),
+        input_tokens: 1,
+    };
+    let stored = docpipe_aggregator::store(&pool, &duplicate).await.unwrap();
+    assert_eq!(stored, docpipe_aggregator::Stored::Duplicate);
+    let (done, status): (i32, String) =
+        sqlx::query_as("SELECT chunks_done, status FROM documents WHERE id = $1")
+            .bind(long_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!((done, status.as_str()), (count, "done"));
+
+    // re-ingesting the unchanged bucket skips the done documents and adds no rows
+    let before: (i64,) = sqlx::query_as("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.bucket = $1")
+        .bind(&bucket)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let out = docpipe(&run_args, &prefix);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("2 skipped"),
+        "second run should skip the two done documents: {stdout}"
+    );
+    let after: (i64,) = sqlx::query_as("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.bucket = $1")
+        .bind(&bucket)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(before, after, "no duplicate chunk rows after a re-run");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,142 @@
+//! Where the model runs: `cpu`, `cuda[:N]` or `auto`, and in which precision.
+//!
+//! libtorch's CUDA kernels live in `libtorch_cuda.so`, which nothing in the binary references
+//! directly, so the linker leaves it out. [`load_cuda`] `dlopen`s it (next to the
+//! `libtorch_cpu.so` this process already mapped) before the first tch call; without that,
+//! CUDA would silently never be used.
+
+use std::str::FromStr;
+
+use tch::Device;
+
+use crate::Precision;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceChoice {
+    Auto,
+    Cpu,
+    Cuda(usize),
+}
+
+impl FromStr for DeviceChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "cpu" => Ok(Self::Cpu),
+            "cuda" => Ok(Self::Cuda(0)),
+            _ => match s.strip_prefix("cuda:").map(str::parse) {
+                Some(Ok(n)) => Ok(Self::Cuda(n)),
+                _ => Err(format!(
+                    "unknown device {s:?} (expected auto, cpu, cuda or cuda:N)"
+                )),
+            },
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    #[error("CUDA was requested but is not available: {0}")]
+    NoCuda(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Try to make libtorch's CUDA backend available; returns why not on failure.
+pub fn load_cuda() -> Result<(), String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| e.to_string())?;
+    let cpu_lib = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.ends_with("/libtorch_cpu.so"))
+        .ok_or("libtorch_cpu.so is not mapped")?;
+    let cuda_lib = std::path::Path::new(cpu_lib).with_file_name("libtorch_cuda.so");
+    if !cuda_lib.exists() {
+        return Err(format!(
+            "{} not found (CPU-only libtorch)",
+            cuda_lib.display()
+        ));
+    }
+    let c =
+        std::ffi::CString::new(cuda_lib.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: dlopen with a valid C string; the handle is kept for the life of the process.
+    let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+    if handle.is_null() {
+        // SAFETY: dlerror returns a thread-local C string or null.
+        let err = unsafe { libc::dlerror() };
+        let msg = if err.is_null() {
+            "unknown error".into()
+        } else {
+            unsafe { std::ffi::CStr::from_ptr(err) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        return Err(format!("dlopen {}: {msg}", cuda_lib.display()));
+    }
+    Ok(())
+}
+
+/// Resolve the device; `auto` picks CUDA 0 when it works, else the CPU.
+pub fn resolve(choice: DeviceChoice) -> Result<Device, DeviceError> {
+    let cuda_reason = match choice {
+        DeviceChoice::Cpu => return Ok(Device::Cpu),
+        _ => load_cuda().err(),
+    };
+    let available = tch::Cuda::is_available();
+    match choice {
+        DeviceChoice::Cuda(n) if available && (n as i64) < tch::Cuda::device_count() => {
+            Ok(Device::Cuda(n))
+        }
+        DeviceChoice::Cuda(n) => Err(DeviceError::NoCuda(
+            cuda_reason.unwrap_or_else(|| format!("no CUDA device {n}")),
+        )),
+        _ if available => Ok(Device::Cuda(0)),
+        _ => {
+            if let Some(r) = cuda_reason {
+                tracing::debug!(reason = %r, "CUDA not used");
+            }
+            Ok(Device::Cpu)
+        }
+    }
+}
+
+/// Default precision: bf16 on CUDA, and on CPUs with native bf16 matrix units (AMX or
+/// AVX512-BF16); fp32 elsewhere.
+pub fn default_precision(device: Device) -> Precision {
+    match device {
+        Device::Cuda(_) => Precision::Bf16,
+        _ if cpu_has_bf16() => Precision::Bf16,
+        _ => Precision::F32,
+    }
+}
+
+fn cpu_has_bf16() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .map(|s| {
+            s.lines()
+                .filter(|l| l.starts_with("flags"))
+                .take(1)
+                .any(|l| l.contains(" amx_bf16") || l.contains(" avx512_bf16"))
+        })
+        .unwrap_or(false)
+}
+
+/// Parse `auto|fp32|bf16|fp16` against a resolved device.
+pub fn precision(spec: &str, device: Device) -> Result<Precision, DeviceError> {
+    if spec == "auto" {
+        return Ok(default_precision(device));
+    }
+    let p: Precision = spec.parse().map_err(DeviceError::Invalid)?;
+    if p == Precision::F16 && device == Device::Cpu {
+        return Err(DeviceError::Invalid(
+            "fp16 is not supported on CPU; use bf16 or fp32".into(),
+        ));
+    }
+    Ok(p)
+}
+
+/// Intra-op threads for CPU inference.
+pub fn set_threads(n: i32) {
+    tch::set_num_threads(n);
+}

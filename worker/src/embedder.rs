@@ -1,0 +1,366 @@
+//! A sentence-transformers model directory, run in libtorch: encoder → mean pooling →
+//! Dense layers → L2 normalisation, as `modules.json` lists them.
+//!
+//! The pipeline after the encoder runs in fp32 whatever the encoder's precision: it is a few
+//! small matrix products per sequence, and it keeps bf16 rounding out of the final vector.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use tch::{Device, Kind, Tensor};
+use tokenizers::Tokenizer;
+
+use crate::gemma3::{Config, Gemma3Encoder, ModelError, Weights};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    F32,
+    Bf16,
+    F16,
+}
+
+impl Precision {
+    pub fn kind(self) -> Kind {
+        match self {
+            Precision::F32 => Kind::Float,
+            Precision::Bf16 => Kind::BFloat16,
+            Precision::F16 => Kind::Half,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "fp32",
+            Precision::Bf16 => "bf16",
+            Precision::F16 => "fp16",
+        }
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fp32" | "f32" | "float32" => Ok(Precision::F32),
+            "bf16" | "bfloat16" => Ok(Precision::Bf16),
+            "fp16" | "f16" | "float16" => Ok(Precision::F16),
+            _ => Err(format!(
+                "unknown precision {s:?} (expected fp32, bf16 or fp16)"
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Module {
+    path: String,
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct PoolingConfig {
+    #[serde(default)]
+    pooling_mode_mean_tokens: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct DenseConfig {
+    in_features: usize,
+    out_features: usize,
+    #[serde(default)]
+    bias: bool,
+    #[serde(default)]
+    activation_function: String,
+}
+
+struct Dense {
+    weight: Tensor,
+    bias: Option<Tensor>,
+}
+
+/// Everything between the encoder's hidden states and the sentence embedding.
+struct Head {
+    dense: Vec<Dense>,
+    normalize: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error("{path}: {message}")]
+    Layout { path: PathBuf, message: String },
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    #[error("token id {id} is outside the vocabulary ({vocab})")]
+    BadToken { id: u32, vocab: usize },
+    #[error("empty input sequence")]
+    Empty,
+    #[error("sequence of {len} tokens is longer than the model's {max} positions")]
+    TooLong { len: usize, max: usize },
+}
+
+pub struct SentenceEmbedder {
+    encoder: Gemma3Encoder,
+    head: Head,
+    tokenizer: Tokenizer,
+    prompts: serde_json::Map<String, serde_json::Value>,
+    name: String,
+    precision: Precision,
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, EmbedError> {
+    let raw = std::fs::read_to_string(path).map_err(|e| EmbedError::Layout {
+        path: path.into(),
+        message: e.to_string(),
+    })?;
+    serde_json::from_str(&raw).map_err(|e| EmbedError::Layout {
+        path: path.into(),
+        message: e.to_string(),
+    })
+}
+
+impl SentenceEmbedder {
+    /// Load a sentence-transformers directory onto `device` with the encoder in `precision`.
+    pub fn load(dir: &Path, device: Device, precision: Precision) -> Result<Self, EmbedError> {
+        let _guard = tch::no_grad_guard();
+        let config = Config::from_file(&dir.join("config.json"))?;
+        let mut weights = Weights::load(&dir.join("model.safetensors"), device, precision.kind())?;
+        let encoder = Gemma3Encoder::load(config, &mut weights)?;
+        drop(weights);
+        let head = load_head(dir, device, encoder.config.hidden_size)?;
+        let tok_path = dir.join("tokenizer.json");
+        let mut tokenizer = Tokenizer::from_file(&tok_path)
+            .map_err(|e| EmbedError::Tokenizer(format!("{}: {e}", tok_path.display())))?;
+        tokenizer
+            .with_truncation(None)
+            .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        tokenizer.with_padding(None);
+        let st_cfg = dir.join("config_sentence_transformers.json");
+        let prompts = if st_cfg.exists() {
+            let v: serde_json::Value = read_json(&st_cfg)?;
+            v.get("prompts")
+                .and_then(|p| p.as_object())
+                .cloned()
+                .unwrap_or_default()
+        } else {
+            Default::default()
+        };
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "model".into());
+        Ok(Self {
+            encoder,
+            head,
+            tokenizer,
+            prompts,
+            name,
+            precision,
+        })
+    }
+
+    /// `name/precision`, recorded with every stored embedding.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.name, self.precision.name())
+    }
+
+    pub fn device(&self) -> Device {
+        self.encoder.device()
+    }
+
+    pub fn max_len(&self) -> usize {
+        self.encoder.config.max_position_embeddings
+    }
+
+    /// Output dimension of the sentence embedding.
+    pub fn dim(&self) -> usize {
+        self.head
+            .dense
+            .last()
+            .map(|d| d.weight.size()[0] as usize)
+            .unwrap_or(self.encoder.config.hidden_size)
+    }
+
+    /// Token ids (with special tokens) for `prompt_name`'s prompt followed by `text`.
+    pub fn tokenize(&self, prompt_name: Option<&str>, text: &str) -> Result<Vec<u32>, EmbedError> {
+        let prompt = prompt_name
+            .and_then(|p| self.prompts.get(p))
+            .and_then(|p| p.as_str())
+            .unwrap_or("");
+        let enc = self
+            .tokenizer
+            .encode(format!("{prompt}{text}"), true)
+            .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        Ok(enc.get_ids().to_vec())
+    }
+
+    /// Sentence embeddings of pre-tokenized sequences, as one padded batch.
+    pub fn embed(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let _guard = tch::no_grad_guard();
+        if seqs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let max = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
+        if seqs.iter().any(|s| s.is_empty()) {
+            return Err(EmbedError::Empty);
+        }
+        if max > self.max_len() {
+            return Err(EmbedError::TooLong {
+                len: max,
+                max: self.max_len(),
+            });
+        }
+        // an out-of-range id would be a device-side assert on CUDA, fatal to the process
+        let vocab = self.encoder.config.vocab_size;
+        if let Some(&bad) = seqs
+            .iter()
+            .flat_map(|s| s.iter())
+            .find(|&&id| id as usize >= vocab)
+        {
+            return Err(EmbedError::BadToken { id: bad, vocab });
+        }
+        let pad = self.encoder.config.pad_token_id;
+        let mut ids = vec![pad; seqs.len() * max];
+        let mut valid = vec![false; seqs.len() * max];
+        for (b, s) in seqs.iter().enumerate() {
+            for (t, &id) in s.iter().enumerate() {
+                ids[b * max + t] = id as i64;
+                valid[b * max + t] = true;
+            }
+        }
+        let device = self.device();
+        let shape = [seqs.len() as i64, max as i64];
+        let ids = Tensor::f_from_slice(&ids)
+            .map_err(ModelError::from)?
+            .f_view(shape)
+            .map_err(ModelError::from)?
+            .f_to_device(device)
+            .map_err(ModelError::from)?;
+        let valid = Tensor::f_from_slice(&valid)
+            .map_err(ModelError::from)?
+            .f_view(shape)
+            .map_err(ModelError::from)?
+            .f_to_device(device)
+            .map_err(ModelError::from)?;
+        let hidden = self
+            .encoder
+            .forward(&ids, &valid)
+            .map_err(ModelError::from)?;
+        let pooled = self
+            .head
+            .forward(&hidden, &valid)
+            .map_err(ModelError::from)?;
+        let flat: Vec<f32> = Vec::<f32>::try_from(
+            pooled
+                .f_to_device(Device::Cpu)
+                .map_err(ModelError::from)?
+                .f_flatten(0, -1)
+                .map_err(ModelError::from)?,
+        )
+        .map_err(ModelError::from)?;
+        let dim = flat.len() / seqs.len();
+        Ok(flat.chunks(dim).map(|c| c.to_vec()).collect())
+    }
+
+    /// Embed texts with a named prompt (`"query"`, `"document"`, ...).
+    pub fn embed_texts(
+        &self,
+        prompt_name: Option<&str>,
+        texts: &[&str],
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let ids = texts
+            .iter()
+            .map(|t| self.tokenize(prompt_name, t))
+            .collect::<Result<Vec<_>, _>>()?;
+        let refs: Vec<&[u32]> = ids.iter().map(|v| v.as_slice()).collect();
+        self.embed(&refs)
+    }
+}
+
+fn load_head(dir: &Path, device: Device, hidden: usize) -> Result<Head, EmbedError> {
+    let modules_path = dir.join("modules.json");
+    let modules: Vec<Module> = read_json(&modules_path)?;
+    let layout = |message: String| EmbedError::Layout {
+        path: modules_path.clone(),
+        message,
+    };
+    let mut dense = Vec::new();
+    let mut normalize = false;
+    let mut width = hidden;
+    for m in &modules {
+        let kind = m.kind.rsplit('.').next().unwrap_or(&m.kind);
+        match kind {
+            "Transformer" => {}
+            "Pooling" => {
+                let cfg: PoolingConfig = read_json(&dir.join(&m.path).join("config.json"))?;
+                if !cfg.pooling_mode_mean_tokens {
+                    return Err(layout(format!(
+                        "{}: only mean pooling is supported",
+                        m.path
+                    )));
+                }
+            }
+            "Dense" => {
+                let cfg: DenseConfig = read_json(&dir.join(&m.path).join("config.json"))?;
+                if !cfg.activation_function.is_empty()
+                    && !cfg.activation_function.ends_with("Identity")
+                {
+                    return Err(layout(format!(
+                        "{}: activation {} not supported",
+                        m.path, cfg.activation_function
+                    )));
+                }
+                if cfg.in_features != width {
+                    return Err(layout(format!(
+                        "{}: in_features {} but previous width {}",
+                        m.path, cfg.in_features, width
+                    )));
+                }
+                let mut w = Weights::load(
+                    &dir.join(&m.path).join("model.safetensors"),
+                    device,
+                    Kind::Float,
+                )?;
+                let weight = w.take("linear.weight", &[cfg.out_features, cfg.in_features])?;
+                let bias = if cfg.bias {
+                    Some(w.take("linear.bias", &[cfg.out_features])?)
+                } else {
+                    None
+                };
+                dense.push(Dense { weight, bias });
+                width = cfg.out_features;
+            }
+            "Normalize" => normalize = true,
+            other => return Err(layout(format!("module type {other} not supported"))),
+        }
+    }
+    Ok(Head { dense, normalize })
+}
+
+impl Head {
+    /// Mean over real tokens, then the Dense stack, then L2 normalisation; `[batch, dim]` fp32.
+    fn forward(&self, hidden: &Tensor, valid: &Tensor) -> Result<Tensor, tch::TchError> {
+        let h = hidden.f_to_kind(Kind::Float)?;
+        let m = valid.f_to_kind(Kind::Float)?.f_unsqueeze(-1)?;
+        // masked_fill rather than multiply: 0 · NaN would still be NaN
+        let h = h.f_masked_fill(&m.f_eq(0.0)?, 0.0)?;
+        let sum = h.f_sum_dim_intlist(1, false, None::<Kind>)?;
+        let count = m
+            .f_sum_dim_intlist(1, false, None::<Kind>)?
+            .f_clamp_min(1.0)?;
+        let mut x = sum.f_div(&count)?;
+        for d in &self.dense {
+            x = x.f_linear(&d.weight, d.bias.as_ref())?;
+        }
+        if self.normalize {
+            let norm = x
+                .f_pow_tensor_scalar(2)?
+                .f_sum_dim_intlist(-1, true, None::<Kind>)?
+                .f_sqrt()?
+                .f_clamp_min(1e-12)?;
+            x = x.f_div(&norm)?;
+        }
+        Ok(x)
+    }
+}

@@ -1,0 +1,476 @@
+//! Gemma-3 text encoder, as EmbeddingGemma runs it: bidirectional attention, a sliding
+//! window on most layers, full attention on the rest.
+//!
+//! ```text
+//! ids ─► embed × √hidden ─► [ layer × N ] ─► norm ─► hidden states
+//!
+//! layer:  x ─► input_norm ─► attention ─► post_attn_norm ─► + x
+//!           ─► pre_ffw_norm ─► GeGLU MLP ─► post_ffw_norm ─► + x
+//! attention: q,k,v proj ─► q_norm/k_norm ─► RoPE(θ by layer type)
+//!            ─► softmax(q·kᵀ / √query_pre_attn_scalar + mask)·v ─► o proj
+//! mask:  full layers      — every real (non-padding) token
+//!        sliding layers   — real tokens with |i − j| < sliding_window / 2 + 1
+//!                           (a window of `sliding_window` centred on the query)
+//! ```
+//! Every size comes from `config.json`; RMSNorms use Gemma's `x · (1 + w)` in fp32.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use tch::{Device, Kind, TchError, Tensor};
+
+type R<T> = Result<T, TchError>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LayerType {
+    SlidingAttention,
+    FullAttention,
+}
+
+/// The fields of `config.json` this encoder uses.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Config {
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    pub head_dim: usize,
+    pub rms_norm_eps: f64,
+    pub rope_theta: f64,
+    pub rope_local_base_freq: f64,
+    pub sliding_window: usize,
+    pub layer_types: Vec<LayerType>,
+    pub query_pre_attn_scalar: f64,
+    pub vocab_size: usize,
+    pub max_position_embeddings: usize,
+    pub hidden_activation: String,
+    #[serde(default)]
+    pub use_bidirectional_attention: bool,
+    #[serde(default)]
+    pub pad_token_id: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("cannot read {path}: {message}")]
+    Read { path: String, message: String },
+    #[error("unsupported config: {0}")]
+    Unsupported(String),
+    #[error("weight {0} missing from the checkpoint")]
+    MissingWeight(String),
+    #[error("weight {name} has shape {got:?}, expected {want:?}")]
+    Shape {
+        name: String,
+        got: Vec<i64>,
+        want: Vec<i64>,
+    },
+    #[error("torch: {0}")]
+    Torch(#[from] TchError),
+}
+
+impl Config {
+    /// Sliding layers let token i see token j iff |i − j| < `window_reach()`.
+    ///
+    /// A bidirectional window of `sliding_window` tokens is centred on the query, so it
+    /// reaches `sliding_window / 2 + 1` (exclusive) to each side: 257 for EmbeddingGemma's 512.
+    /// This is what the reference (transformers' Gemma3 config with
+    /// `use_bidirectional_attention`) computes; a causal window reaches `sliding_window` back.
+    pub fn window_reach(&self) -> usize {
+        if self.use_bidirectional_attention {
+            self.sliding_window / 2 + 1
+        } else {
+            self.sliding_window
+        }
+    }
+
+    pub fn from_file(path: &Path) -> Result<Self, ModelError> {
+        let read_err = |message: String| ModelError::Read {
+            path: path.display().to_string(),
+            message,
+        };
+        let raw = std::fs::read_to_string(path).map_err(|e| read_err(e.to_string()))?;
+        let cfg: Config = serde_json::from_str(&raw).map_err(|e| read_err(e.to_string()))?;
+        if cfg.layer_types.len() != cfg.num_hidden_layers {
+            return Err(ModelError::Unsupported(format!(
+                "{} layer_types for {} layers",
+                cfg.layer_types.len(),
+                cfg.num_hidden_layers
+            )));
+        }
+        if cfg.hidden_activation != "gelu_pytorch_tanh" {
+            return Err(ModelError::Unsupported(format!(
+                "hidden_activation {}",
+                cfg.hidden_activation
+            )));
+        }
+        if cfg.num_attention_heads % cfg.num_key_value_heads != 0 {
+            return Err(ModelError::Unsupported(
+                "heads not a multiple of KV heads".into(),
+            ));
+        }
+        Ok(cfg)
+    }
+}
+
+/// Named weights from a safetensors file, converted on the way out.
+pub struct Weights {
+    map: HashMap<String, Tensor>,
+    device: Device,
+    kind: Kind,
+}
+
+impl Weights {
+    pub fn load(path: &Path, device: Device, kind: Kind) -> Result<Self, ModelError> {
+        let tensors = Tensor::read_safetensors(path).map_err(|e| ModelError::Read {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(Self {
+            map: tensors.into_iter().collect(),
+            device,
+            kind,
+        })
+    }
+
+    /// Take `name`, check its shape, move it to the device in the model's precision.
+    pub fn take(&mut self, name: &str, shape: &[usize]) -> Result<Tensor, ModelError> {
+        self.take_as(name, shape, self.kind)
+    }
+
+    pub fn take_as(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        kind: Kind,
+    ) -> Result<Tensor, ModelError> {
+        let t = self
+            .map
+            .remove(name)
+            .ok_or_else(|| ModelError::MissingWeight(name.into()))?;
+        let want: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+        if t.size() != want {
+            return Err(ModelError::Shape {
+                name: name.into(),
+                got: t.size(),
+                want,
+            });
+        }
+        Ok(t.f_to_device(self.device)?.f_to_kind(kind)?)
+    }
+}
+
+/// Gemma RMSNorm: `x / rms(x) · (1 + w)`, computed in fp32 and cast back.
+struct RmsNorm {
+    scale: Tensor, // 1 + w, fp32
+    eps: f64,
+}
+
+impl RmsNorm {
+    fn load(w: &mut Weights, name: &str, dim: usize, eps: f64) -> Result<Self, ModelError> {
+        let weight = w.take_as(name, &[dim], Kind::Float)?;
+        Ok(Self {
+            scale: weight.f_add_scalar(1.0)?,
+            eps,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> R<Tensor> {
+        let xf = x.f_to_kind(Kind::Float)?;
+        let var = xf
+            .f_pow_tensor_scalar(2)?
+            .f_mean_dim(-1, true, None::<Kind>)?;
+        xf.f_mul(&var.f_add_scalar(self.eps)?.f_rsqrt()?)?
+            .f_mul(&self.scale)?
+            .f_to_kind(x.kind())
+    }
+}
+
+/// Rotary position embedding tables for one base frequency.
+struct Rope {
+    inv_freq: Tensor, // [head_dim / 2], fp32
+}
+
+impl Rope {
+    fn new(theta: f64, head_dim: usize, device: Device) -> R<Self> {
+        let exps = Tensor::f_arange_start_step(0, head_dim as i64, 2, (Kind::Float, device))?
+            .f_div_scalar(head_dim as f64)?;
+        let inv_freq = Tensor::f_full(&[head_dim as i64 / 2], theta, (Kind::Float, device))?
+            .f_pow(&exps)?
+            .f_reciprocal()?;
+        Ok(Self { inv_freq })
+    }
+
+    /// `(cos, sin)` of shape `[len, head_dim]` in `kind`.
+    fn tables(&self, len: i64, kind: Kind) -> R<(Tensor, Tensor)> {
+        let pos = Tensor::f_arange(len, (Kind::Float, self.inv_freq.device()))?;
+        let freqs = pos.f_outer(&self.inv_freq)?;
+        let emb = Tensor::f_cat(&[&freqs, &freqs], -1)?;
+        Ok((emb.f_cos()?.f_to_kind(kind)?, emb.f_sin()?.f_to_kind(kind)?))
+    }
+}
+
+/// `x·cos + rotate_half(x)·sin` on `[batch, heads, len, head_dim]`.
+fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> R<Tensor> {
+    let half = x.size()[3] / 2;
+    let x1 = x.f_narrow(3, 0, half)?;
+    let x2 = x.f_narrow(3, half, half)?;
+    let rotated = Tensor::f_cat(&[&x2.f_neg()?, &x1], -1)?;
+    x.f_mul(cos)?.f_add(&rotated.f_mul(sin)?)
+}
+
+struct Attention {
+    q_proj: Tensor,
+    k_proj: Tensor,
+    v_proj: Tensor,
+    o_proj: Tensor,
+    q_norm: RmsNorm,
+    k_norm: RmsNorm,
+    heads: i64,
+    kv_heads: i64,
+    head_dim: i64,
+    scale: f64,
+}
+
+impl Attention {
+    fn load(w: &mut Weights, p: &str, c: &Config) -> Result<Self, ModelError> {
+        let (h, d, q, kv) = (
+            c.hidden_size,
+            c.head_dim,
+            c.num_attention_heads,
+            c.num_key_value_heads,
+        );
+        Ok(Self {
+            q_proj: w.take(&format!("{p}.q_proj.weight"), &[q * d, h])?,
+            k_proj: w.take(&format!("{p}.k_proj.weight"), &[kv * d, h])?,
+            v_proj: w.take(&format!("{p}.v_proj.weight"), &[kv * d, h])?,
+            o_proj: w.take(&format!("{p}.o_proj.weight"), &[h, q * d])?,
+            q_norm: RmsNorm::load(w, &format!("{p}.q_norm.weight"), d, c.rms_norm_eps)?,
+            k_norm: RmsNorm::load(w, &format!("{p}.k_norm.weight"), d, c.rms_norm_eps)?,
+            heads: q as i64,
+            kv_heads: kv as i64,
+            head_dim: d as i64,
+            scale: c.query_pre_attn_scalar.powf(-0.5),
+        })
+    }
+
+    /// `x`: `[batch, len, hidden]`; `mask`: bool, broadcastable to `[batch, 1, len, len]`.
+    fn forward(&self, x: &Tensor, rope: &(Tensor, Tensor), mask: &Tensor) -> R<Tensor> {
+        let (b, l) = (x.size()[0], x.size()[1]);
+        let project = |w: &Tensor, heads: i64, norm: Option<&RmsNorm>| -> R<Tensor> {
+            let t = x
+                .f_linear(w, None::<Tensor>)?
+                .f_view([b, l, heads, self.head_dim])?;
+            let t = match norm {
+                Some(n) => n.forward(&t)?,
+                None => t,
+            };
+            t.f_transpose(1, 2)
+        };
+        let q = apply_rope(
+            &project(&self.q_proj, self.heads, Some(&self.q_norm))?,
+            &rope.0,
+            &rope.1,
+        )?;
+        let k = apply_rope(
+            &project(&self.k_proj, self.kv_heads, Some(&self.k_norm))?,
+            &rope.0,
+            &rope.1,
+        )?;
+        let v = project(&self.v_proj, self.kv_heads, None)?;
+        // grouped-query attention: every query head of a group reads the same K/V head
+        let group = [b, self.heads, l, self.head_dim];
+        let (k, v) = if self.kv_heads == self.heads {
+            (k, v)
+        } else {
+            let rep = self.heads / self.kv_heads;
+            let k = k
+                .f_unsqueeze(2)?
+                .f_expand([b, self.kv_heads, rep, l, self.head_dim], false)?
+                .f_reshape(group)?;
+            let v = v
+                .f_unsqueeze(2)?
+                .f_expand([b, self.kv_heads, rep, l, self.head_dim], false)?
+                .f_reshape(group)?;
+            (k, v)
+        };
+        let out = Tensor::f_scaled_dot_product_attention(
+            &q,
+            &k,
+            &v,
+            Some(mask),
+            0.0,
+            false,
+            self.scale,
+            false,
+        )?;
+        out.f_transpose(1, 2)?
+            .f_reshape([b, l, self.heads * self.head_dim])?
+            .f_linear(&self.o_proj, None::<Tensor>)
+    }
+}
+
+/// GeGLU: `down(gelu_tanh(gate(x)) · up(x))`.
+struct Mlp {
+    gate: Tensor,
+    up: Tensor,
+    down: Tensor,
+}
+
+impl Mlp {
+    fn load(w: &mut Weights, p: &str, c: &Config) -> Result<Self, ModelError> {
+        let (h, i) = (c.hidden_size, c.intermediate_size);
+        Ok(Self {
+            gate: w.take(&format!("{p}.gate_proj.weight"), &[i, h])?,
+            up: w.take(&format!("{p}.up_proj.weight"), &[i, h])?,
+            down: w.take(&format!("{p}.down_proj.weight"), &[h, i])?,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> R<Tensor> {
+        let gate = x.f_linear(&self.gate, None::<Tensor>)?.f_gelu("tanh")?;
+        gate.f_mul(&x.f_linear(&self.up, None::<Tensor>)?)?
+            .f_linear(&self.down, None::<Tensor>)
+    }
+}
+
+struct Layer {
+    kind: LayerType,
+    input_norm: RmsNorm,
+    attn: Attention,
+    post_attn_norm: RmsNorm,
+    pre_ffw_norm: RmsNorm,
+    mlp: Mlp,
+    post_ffw_norm: RmsNorm,
+}
+
+impl Layer {
+    fn load(w: &mut Weights, i: usize, c: &Config) -> Result<Self, ModelError> {
+        let p = format!("layers.{i}");
+        let norm = |w: &mut Weights, n: &str| {
+            RmsNorm::load(w, &format!("{p}.{n}.weight"), c.hidden_size, c.rms_norm_eps)
+        };
+        Ok(Self {
+            kind: c.layer_types[i],
+            input_norm: norm(w, "input_layernorm")?,
+            attn: Attention::load(w, &format!("{p}.self_attn"), c)?,
+            post_attn_norm: norm(w, "post_attention_layernorm")?,
+            pre_ffw_norm: norm(w, "pre_feedforward_layernorm")?,
+            mlp: Mlp::load(w, &format!("{p}.mlp"), c)?,
+            post_ffw_norm: norm(w, "post_feedforward_layernorm")?,
+        })
+    }
+
+    fn forward(&self, x: &Tensor, rope: &(Tensor, Tensor), mask: &Tensor) -> R<Tensor> {
+        let h = self.post_attn_norm.forward(&self.attn.forward(
+            &self.input_norm.forward(x)?,
+            rope,
+            mask,
+        )?)?;
+        let x = x.f_add(&h)?;
+        let h = self
+            .post_ffw_norm
+            .forward(&self.mlp.forward(&self.pre_ffw_norm.forward(&x)?)?)?;
+        x.f_add(&h)
+    }
+}
+
+/// The encoder: token ids in, final hidden states out.
+pub struct Gemma3Encoder {
+    pub config: Config,
+    embed_tokens: Tensor,
+    embed_scale: Tensor,
+    layers: Vec<Layer>,
+    norm: RmsNorm,
+    rope_global: Rope,
+    rope_local: Rope,
+    device: Device,
+    kind: Kind,
+}
+
+impl Gemma3Encoder {
+    pub fn load(config: Config, weights: &mut Weights) -> Result<Self, ModelError> {
+        let (device, kind) = (weights.device, weights.kind);
+        let embed_tokens = weights.take(
+            "embed_tokens.weight",
+            &[config.vocab_size, config.hidden_size],
+        )?;
+        // HF keeps √hidden as a tensor cast to the weights' dtype (rounded in bf16).
+        let embed_scale = Tensor::f_from_slice(&[(config.hidden_size as f64).sqrt()])?
+            .f_to_kind(kind)?
+            .f_to_device(device)?;
+        let layers = (0..config.num_hidden_layers)
+            .map(|i| Layer::load(weights, i, &config))
+            .collect::<Result<Vec<_>, _>>()?;
+        let norm = RmsNorm::load(
+            weights,
+            "norm.weight",
+            config.hidden_size,
+            config.rms_norm_eps,
+        )?;
+        let rope_global = Rope::new(config.rope_theta, config.head_dim, device)?;
+        let rope_local = Rope::new(config.rope_local_base_freq, config.head_dim, device)?;
+        Ok(Self {
+            config,
+            embed_tokens,
+            embed_scale,
+            layers,
+            norm,
+            rope_global,
+            rope_local,
+            device,
+            kind,
+        })
+    }
+
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// `ids`: int64 `[batch, len]`, right-padded; `valid`: bool `[batch, len]`, true for real
+    /// tokens. Returns `[batch, len, hidden]` in the model's precision.
+    pub fn forward(&self, ids: &Tensor, valid: &Tensor) -> R<Tensor> {
+        let len = ids.size()[1];
+        let mut x = Tensor::f_embedding(&self.embed_tokens, ids, -1, false, false)?
+            .f_mul(&self.embed_scale)?;
+        let (full_mask, sliding_mask) = self.masks(valid, len)?;
+        let rope_global = self.rope_global.tables(len, self.kind)?;
+        let rope_local = self.rope_local.tables(len, self.kind)?;
+        for layer in &self.layers {
+            x = match layer.kind {
+                LayerType::FullAttention => layer.forward(&x, &rope_global, &full_mask)?,
+                LayerType::SlidingAttention => layer.forward(&x, &rope_local, &sliding_mask)?,
+            };
+        }
+        self.norm.forward(&x)
+    }
+
+    /// Boolean masks `[batch, 1, len, len]` (true = may attend) for full and sliding layers.
+    fn masks(&self, valid: &Tensor, len: i64) -> R<(Tensor, Tensor)> {
+        let keys = valid.f_unsqueeze(1)?.f_unsqueeze(1)?; // [b, 1, 1, len]
+        let pos = Tensor::f_arange(len, (Kind::Int64, self.device))?;
+        let i = pos.f_unsqueeze(1)?; // query positions
+        let j = pos.f_unsqueeze(0)?; // key positions
+        let window = self.config.window_reach() as i64;
+        let (full, band) = if self.config.use_bidirectional_attention {
+            let band = i.f_sub(&j)?.f_abs()?.f_lt(window)?;
+            (keys.shallow_clone(), band)
+        } else {
+            let causal = j.f_le_tensor(&i)?;
+            let band = causal.f_logical_and(&i.f_sub(&j)?.f_lt(window)?)?;
+            (keys.f_logical_and(&causal)?, band)
+        };
+        // Padding queries also see themselves, so no softmax row is empty: an all-masked row
+        // would be NaN, and a NaN value vector poisons real rows even at weight 0.
+        let diagonal = i.f_eq_tensor(&j)?;
+        let full = full.f_logical_or(&diagonal)?;
+        let sliding = keys.f_logical_and(&band)?.f_logical_or(&diagonal)?;
+        Ok((full, sliding))
+    }
+}

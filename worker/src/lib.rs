@@ -1,0 +1,277 @@
+//! **worker** — batched prefill of chunks through the embedding model, in libtorch.
+//!
+//! Three stages run concurrently so the model never waits on the broker:
+//! ```text
+//! RabbitMQ chunks ─► assemble batch ─► model thread ─► publish results ─► ack chunks
+//!                    (token budget,    (one batch      (confirm first,
+//!                     max wait)         at a time)      then ack)
+//! ```
+//! A chunk is acknowledged only after its result is confirmed by the broker, so a crash at
+//! any point redelivers it (at-least-once; the aggregator's writes are idempotent). A message
+//! that cannot be decoded, or that the model rejects on its own, is rejected without requeue
+//! and dead-lettered. A batch that fails as a whole (out of memory) is split and retried.
+//!
+//! [`gemma3`] is the model, [`embedder`] the sentence-transformers pipeline around it,
+//! [`device`] picks CPU or CUDA and the precision.
+
+pub mod device;
+pub mod embedder;
+pub mod gemma3;
+
+use std::time::{Duration, Instant};
+
+use docpipe_common::amqp::{self, AmqpError, Publisher, Topology};
+use docpipe_common::messages::{ChunkResult, ChunkTask, SCHEMA_VERSION};
+use futures_util::StreamExt;
+use lapin::message::Delivery;
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicRejectOptions};
+use lapin::types::FieldTable;
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, error, info, warn};
+
+pub use embedder::{EmbedError, Precision, SentenceEmbedder};
+
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Upper bound on the padded tokens (batch × longest) of one forward pass.
+    pub max_batch_tokens: usize,
+    /// How long to wait for more chunks once a batch has one.
+    pub max_wait: Duration,
+    /// Unacknowledged deliveries held from the broker (the next batches wait here).
+    pub prefetch: u16,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            max_batch_tokens: 8192,
+            max_wait: Duration::from_millis(75),
+            prefetch: 32,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error(transparent)]
+    Amqp(#[from] AmqpError),
+    #[error("RabbitMQ consumer failed: {0}")]
+    Consume(lapin::Error),
+    #[error("model thread stopped")]
+    ModelGone,
+}
+
+struct Job {
+    delivery: Delivery,
+    task: ChunkTask,
+}
+
+struct Done {
+    job: Job,
+    result: Result<Vec<f32>, String>,
+}
+
+/// Consume `topology.chunks()` until `shutdown` turns true, then finish what is in flight.
+pub async fn run(
+    conn: &lapin::Connection,
+    topology: &Topology,
+    model: SentenceEmbedder,
+    cfg: WorkerConfig,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), WorkerError> {
+    let ch = amqp::consumer_channel(conn, cfg.prefetch).await?;
+    let publisher = Publisher::new(conn).await?;
+    let queue = topology.chunks();
+    let mut consumer = ch
+        .basic_consume(
+            queue.as_str().into(),
+            "docpipe-worker".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .map_err(WorkerError::Consume)?;
+    info!(queue, model = %model.label(), max_batch_tokens = cfg.max_batch_tokens, max_wait_ms = cfg.max_wait.as_millis() as u64, "worker consuming");
+
+    let (batch_tx, mut batch_rx) = mpsc::channel::<Vec<Job>>(1);
+    let (done_tx, mut done_rx) = mpsc::channel::<Vec<Done>>(2);
+
+    // Model thread: owns the model, one batch at a time, off the async runtime.
+    let label = model.label();
+    let model_thread = {
+        let max_tokens = cfg.max_batch_tokens;
+        std::thread::Builder::new()
+            .name("docpipe-model".into())
+            .spawn(move || {
+                while let Some(batch) = batch_rx.blocking_recv() {
+                    let done = embed_batch(&model, batch, max_tokens);
+                    if done_tx.blocking_send(done).is_err() {
+                        break;
+                    }
+                }
+            })
+            .expect("spawn model thread")
+    };
+
+    // Publisher: results first, then the acks of their chunks.
+    let results_queue = topology.results();
+    let publish = tokio::spawn(async move {
+        while let Some(done) = done_rx.recv().await {
+            let mut ok = Vec::new();
+            for d in done {
+                match d.result {
+                    Ok(embedding) => {
+                        let input_tokens = d.job.task.input_ids.len() as u32;
+                        ok.push((d.job, embedding, input_tokens));
+                    }
+                    Err(why) => {
+                        error!(run_id = %d.job.task.meta.run_id, document_id = %d.job.task.meta.document_id, chunk = d.job.task.meta.index,
+                               error = %why, "chunk rejected by the model; dead-lettering it");
+                        d.job
+                            .delivery
+                            .reject(BasicRejectOptions { requeue: false })
+                            .await
+                            .map_err(WorkerError::Consume)?;
+                    }
+                }
+            }
+            let results: Vec<ChunkResult> = ok
+                .iter()
+                .map(|(job, emb, n)| ChunkResult {
+                    schema: SCHEMA_VERSION,
+                    meta: job.task.meta.clone(),
+                    embedding: emb.clone(),
+                    model: label.clone(),
+                    input_tokens: *n,
+                })
+                .collect();
+            publisher.publish_all(&results_queue, &results).await?;
+            for (job, _, _) in ok {
+                job.delivery
+                    .ack(BasicAckOptions::default())
+                    .await
+                    .map_err(WorkerError::Consume)?;
+            }
+        }
+        Ok::<(), WorkerError>(())
+    });
+
+    // Assembler: fill a token budget, waiting at most max_wait after the first chunk.
+    let mut stopping = false;
+    while !stopping {
+        let first = tokio::select! {
+            d = consumer.next() => d,
+            _ = shutdown.changed() => { stopping = true; None }
+        };
+        let Some(first) = first else { break };
+        let mut batch = Vec::new();
+        let mut tokens = 0usize;
+        if let Some(job) = decode(first.map_err(WorkerError::Consume)?).await? {
+            tokens += job.task.input_ids.len();
+            batch.push(job);
+        }
+        let deadline = tokio::time::Instant::now() + cfg.max_wait;
+        while tokens < cfg.max_batch_tokens {
+            let next = tokio::select! {
+                d = tokio::time::timeout_at(deadline, consumer.next()) => match d { Ok(d) => d, Err(_) => break },
+                _ = shutdown.changed() => { stopping = true; break }
+            };
+            let Some(d) = next else { break };
+            if let Some(job) = decode(d.map_err(WorkerError::Consume)?).await? {
+                tokens += job.task.input_ids.len();
+                batch.push(job);
+            }
+        }
+        if !batch.is_empty() {
+            debug!(chunks = batch.len(), tokens, "batch assembled");
+            batch_tx
+                .send(batch)
+                .await
+                .map_err(|_| WorkerError::ModelGone)?;
+        }
+    }
+    // Stop taking deliveries; what was fetched but not batched is requeued by the broker when
+    // the channel closes. Finish the batches in flight.
+    drop(batch_tx);
+    let published = publish.await.map_err(|_| WorkerError::ModelGone)?;
+    let _ = model_thread.join();
+    published?;
+    let _ = ch.close(200, "worker stopping".into()).await;
+    info!("worker stopped");
+    Ok(())
+}
+
+/// Parse a delivery; a poison message is rejected (dead-lettered) and yields `None`.
+async fn decode(delivery: Delivery) -> Result<Option<Job>, WorkerError> {
+    match serde_json::from_slice::<ChunkTask>(&delivery.data) {
+        Ok(task) if task.schema == SCHEMA_VERSION && !task.input_ids.is_empty() => {
+            Ok(Some(Job { delivery, task }))
+        }
+        Ok(task) => {
+            warn!(schema = task.schema, document_id = %task.meta.document_id, "chunk message with unsupported schema or no tokens; dead-lettering it");
+            delivery
+                .reject(BasicRejectOptions { requeue: false })
+                .await
+                .map_err(WorkerError::Consume)?;
+            Ok(None)
+        }
+        Err(e) => {
+            warn!(error = %e, bytes = delivery.data.len(), "undecodable chunk message; dead-lettering it");
+            delivery
+                .reject(BasicRejectOptions { requeue: false })
+                .await
+                .map_err(WorkerError::Consume)?;
+            Ok(None)
+        }
+    }
+}
+
+/// Embed a batch: sort by length, cut into padded micro-batches within the token budget, and
+/// split any micro-batch that fails (out of memory) until single chunks remain.
+fn embed_batch(model: &SentenceEmbedder, mut jobs: Vec<Job>, max_tokens: usize) -> Vec<Done> {
+    jobs.sort_by_key(|j| j.task.input_ids.len());
+    let started = Instant::now();
+    let total: usize = jobs.iter().map(|j| j.task.input_ids.len()).sum();
+    let mut results: Vec<Result<Vec<f32>, String>> = Vec::with_capacity(jobs.len());
+    let mut start = 0;
+    while start < jobs.len() {
+        // longest-so-far × count must stay within the budget (sorted, so the last is longest)
+        let mut end = start + 1;
+        while end < jobs.len() && jobs[end].task.input_ids.len() * (end - start + 1) <= max_tokens {
+            end += 1;
+        }
+        let seqs: Vec<&[u32]> = jobs[start..end]
+            .iter()
+            .map(|j| j.task.input_ids.as_slice())
+            .collect();
+        results.extend(embed_or_split(model, &seqs));
+        start = end;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    info!(
+        chunks = jobs.len(),
+        tokens = total,
+        seconds = secs,
+        tokens_per_s = total as f64 / secs.max(1e-9),
+        "batch embedded"
+    );
+    jobs.into_iter()
+        .zip(results)
+        .map(|(job, result)| Done { job, result })
+        .collect()
+}
+
+fn embed_or_split(model: &SentenceEmbedder, seqs: &[&[u32]]) -> Vec<Result<Vec<f32>, String>> {
+    match model.embed(seqs) {
+        Ok(v) => v.into_iter().map(Ok).collect(),
+        Err(e) if seqs.len() > 1 => {
+            let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+            warn!(error = %e, chunks = seqs.len(), lengths = ?lens, "batch failed; splitting it in two and retrying");
+            let mid = seqs.len() / 2;
+            let mut out = embed_or_split(model, &seqs[..mid]);
+            out.extend(embed_or_split(model, &seqs[mid..]));
+            out
+        }
+        Err(e) => vec![Err(e.to_string())],
+    }
+}

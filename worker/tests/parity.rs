@@ -1,0 +1,119 @@
+//! Model parity against sentence-transformers: `tests/golden/embeddinggemma-300m.json` was
+//! written by `scripts/make-golden.py` (sentence-transformers, fp32, CPU) on the same model
+//! files. Needs the model (`make model`; `DOCPIPE_MODEL` overrides the location).
+
+use std::path::PathBuf;
+
+use docpipe_worker::{Precision, SentenceEmbedder};
+use serde::Deserialize;
+use tch::Device;
+
+#[derive(Deserialize)]
+struct Golden {
+    model_safetensors_sha256: String,
+    cases: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    name: String,
+    prompt_name: String,
+    text: String,
+    input_ids: Vec<u32>,
+    embedding: Vec<f32>,
+}
+
+fn golden() -> Golden {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/embeddinggemma-300m.json");
+    serde_json::from_str(&std::fs::read_to_string(&path).expect("read golden file"))
+        .expect("parse golden file")
+}
+
+fn model_dir() -> PathBuf {
+    let dir = std::env::var_os("DOCPIPE_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("DOCPIPE_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/docpipe")
+                });
+            home.join("embeddinggemma-300m")
+        });
+    assert!(
+        dir.join("model.safetensors").exists(),
+        "model not found at {} — run `make model` or set DOCPIPE_MODEL",
+        dir.display()
+    );
+    dir
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
+    let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    let nb: f64 = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    dot / (na * nb)
+}
+
+/// Each case alone and all cases as one padded batch must match the reference.
+fn check(precision: Precision, bound: f64) {
+    let g = golden();
+    assert_eq!(g.model_safetensors_sha256.len(), 64);
+    let model = SentenceEmbedder::load(&model_dir(), Device::Cpu, precision).expect("load model");
+    assert!(
+        g.cases.iter().any(|c| c.input_ids.len() > 1024),
+        "golden set needs a case longer than the 512 window"
+    );
+    let mut ids = Vec::new();
+    for case in &g.cases {
+        let got = model
+            .tokenize(Some(&case.prompt_name), &case.text)
+            .expect("tokenize");
+        assert_eq!(
+            got, case.input_ids,
+            "{}: token ids differ from the reference",
+            case.name
+        );
+        ids.push(got);
+    }
+    let mut worst = 1.0f64;
+    for (case, ids) in g.cases.iter().zip(&ids) {
+        let emb = model.embed(&[ids.as_slice()]).expect("embed").remove(0);
+        let cos = cosine(&emb, &case.embedding);
+        eprintln!(
+            "{:?} {:<18} {:>5} tokens  cosine {cos:.7}",
+            precision,
+            case.name,
+            ids.len()
+        );
+        assert!(
+            cos >= bound,
+            "{}: {precision:?} cosine {cos} < {bound}",
+            case.name
+        );
+        worst = worst.min(cos);
+    }
+    let batch: Vec<&[u32]> = ids.iter().map(|v| v.as_slice()).collect();
+    let embs = model.embed(&batch).expect("embed batch");
+    for (case, emb) in g.cases.iter().zip(&embs) {
+        let cos = cosine(emb, &case.embedding);
+        assert!(
+            cos >= bound,
+            "{} in a padded batch: {precision:?} cosine {cos} < {bound}",
+            case.name
+        );
+        worst = worst.min(cos);
+    }
+    eprintln!("{precision:?}: worst cosine {worst:.7} (bound {bound})");
+}
+
+#[test]
+fn fp32_matches_sentence_transformers() {
+    check(Precision::F32, 0.9999);
+}
+
+#[test]
+fn bf16_matches_sentence_transformers() {
+    check(Precision::Bf16, 0.999);
+}
