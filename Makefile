@@ -9,8 +9,6 @@ SHELL := /bin/bash
 export DOCPIPE_HOME ?= $(HOME)/.cache/docpipe
 export LIBTORCH ?= $(DOCPIPE_HOME)/libtorch-2.11.0/torch
 export DOCPIPE_MODEL ?= $(DOCPIPE_HOME)/embeddinggemma-300m
-# tch checks the libtorch version against the one it was written for (2.11): keep that check.
-export LIBTORCH_USE_PYTORCH :=
 SERVICES_ENV := $(DOCPIPE_HOME)/run/env.sh
 CARGO ?= cargo
 

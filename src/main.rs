@@ -129,7 +129,7 @@ struct WorkerArgs {
     /// auto, cpu, cuda or cuda:N.
     #[arg(long, env = "DOCPIPE_DEVICE", default_value = "auto")]
     device: String,
-    /// auto (bf16 on CUDA and on CPUs with AMX/AVX512-BF16, else fp32), fp32, bf16, fp16.
+    /// auto (bf16 on CUDA and on CPUs with AMX, else fp32), fp32, bf16, fp16.
     #[arg(long, env = "DOCPIPE_DTYPE", default_value = "auto")]
     dtype: String,
     /// Padded tokens per forward pass.

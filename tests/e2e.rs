@@ -187,7 +187,9 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
     .await
     .unwrap();
     assert!(
-        excerpt.trim_start().starts_with("SUPPLY AGREEMENT between Société Générale de Pièces"),
+        excerpt
+            .trim_start()
+            .starts_with("SUPPLY AGREEMENT between Société Générale de Pièces"),
         "{excerpt:?}"
     );
 

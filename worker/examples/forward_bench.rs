@@ -1,0 +1,68 @@
+//! Forward-pass throughput of the worker's model on fixed inputs.
+//!
+//! `cargo run -p docpipe-worker --example forward_bench -- MODEL_DIR DTYPE BATCH SEQ_LEN REPS [IDS.jsonl]`
+//! Inputs are the first BATCH lines of IDS.jsonl (`{"input_ids": [...]}`, e.g. real contract
+//! chunks), or synthetic ids when absent. Prints one JSON line.
+use std::time::Instant;
+
+use docpipe_worker::{Precision, SentenceEmbedder};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 6 {
+        eprintln!("usage: forward_bench MODEL_DIR fp32|bf16 BATCH SEQ_LEN REPS [IDS.jsonl]");
+        std::process::exit(2);
+    }
+    let precision: Precision = args[2].parse().expect("dtype");
+    let (batch, seq, reps): (usize, usize, usize) = (
+        args[3].parse().unwrap(),
+        args[4].parse().unwrap(),
+        args[5].parse().unwrap(),
+    );
+    let model = SentenceEmbedder::load(std::path::Path::new(&args[1]), tch::Device::Cpu, precision)
+        .expect("load");
+    let seqs: Vec<Vec<u32>> = match args.get(6) {
+        Some(path) => std::fs::read_to_string(path)
+            .expect("read ids")
+            .lines()
+            .take(batch)
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["input_ids"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_u64().unwrap() as u32)
+                    .take(seq)
+                    .collect()
+            })
+            .collect(),
+        None => (0..batch)
+            .map(|b| {
+                (0..seq)
+                    .map(|t| {
+                        if t == 0 {
+                            2
+                        } else {
+                            1000 + ((t * 7919 + b * 31) % 200_000) as u32
+                        }
+                    })
+                    .collect()
+            })
+            .collect(),
+    };
+    let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
+    let tokens: usize = seqs.iter().map(|s| s.len()).sum();
+    model.embed(&refs).expect("warm-up");
+    let t0 = Instant::now();
+    for _ in 0..reps {
+        model.embed(&refs).expect("embed");
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    println!(
+        "{{\"impl\":\"docpipe\",\"dtype\":\"{}\",\"threads\":{},\"batch\":{batch},\"tokens\":{},\"seconds\":{secs:.3},\"tokens_per_s\":{:.1}}}",
+        precision.name(),
+        tch::get_num_threads(),
+        tokens * reps,
+        (tokens * reps) as f64 / secs
+    );
+}
