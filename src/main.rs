@@ -30,11 +30,7 @@ use tracing::info;
 use uuid::Uuid;
 
 #[derive(Parser)]
-#[command(
-    name = "docpipe",
-    version,
-    about = "Contracts in S3 → chunked, embedded rows in Postgres"
-)]
+#[command(name = "docpipe", version, about = "Contracts in S3 → chunked, embedded rows in Postgres")]
 struct Cli {
     #[command(flatten)]
     common: Common,
@@ -63,23 +59,13 @@ struct Common {
     )]
     database_url: String,
     /// Prefix of the RabbitMQ queue names (`P.chunks`, `P.results`, ...).
-    #[arg(
-        long,
-        global = true,
-        env = "DOCPIPE_QUEUE_PREFIX",
-        default_value = "docpipe"
-    )]
+    #[arg(long, global = true, env = "DOCPIPE_QUEUE_PREFIX", default_value = "docpipe")]
     queue_prefix: String,
     /// sentence-transformers model directory.
     #[arg(long, global = true, env = "DOCPIPE_MODEL")]
     model: Option<PathBuf>,
     /// Log format: text or json.
-    #[arg(
-        long,
-        global = true,
-        env = "DOCPIPE_LOG_FORMAT",
-        default_value = "text"
-    )]
+    #[arg(long, global = true, env = "DOCPIPE_LOG_FORMAT", default_value = "text")]
     log_format: String,
 }
 
@@ -214,36 +200,25 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     // The extraction child must not start a runtime or logging that could write to stdout.
     match &cli.cmd {
-        Cmd::ExtractPdf { max_pages } => {
-            return docpipe_ingest::extract::child_main(*max_pages).context("extract-pdf")
-        }
+        Cmd::ExtractPdf { max_pages } => return docpipe_ingest::extract::child_main(*max_pages).context("extract-pdf"),
         Cmd::RenderPdf { input, output } => {
-            let text = std::fs::read_to_string(input)
-                .with_context(|| format!("reading {}", input.display()))?;
+            let text = std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))?;
             let pdf = sample_pdf::render(&text).context("rendering PDF")?;
-            return std::fs::write(output, pdf)
-                .with_context(|| format!("writing {}", output.display()));
+            return std::fs::write(output, pdf).with_context(|| format!("writing {}", output.display()));
         }
         _ => {}
     }
     init_logging(&cli.common.log_format);
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?
-        .block_on(async_main(cli))
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(async_main(cli))
 }
 
 fn init_logging(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("DOCPIPE_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| {
-            tracing_subscriber::EnvFilter::new(
-                "info,lapin=warn,sqlx=warn,aws_config=warn,aws_smithy_runtime=warn",
-            )
+            tracing_subscriber::EnvFilter::new("info,lapin=warn,sqlx=warn,aws_config=warn,aws_smithy_runtime=warn")
         });
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if format == "json" {
         builder.json().init();
     } else {
@@ -264,12 +239,8 @@ async fn async_main(cli: Cli) -> Result<()> {
             let conn = connect_amqp(c, "docpipe-ingest").await?;
             let topology = declare(&conn, c).await?;
             let ingestor = build_ingestor(c, &ingest, pool.clone(), &conn, topology).await?;
-            let run_id = ingestor
-                .start_run("cli", &ingest.bucket, &ingest.prefix)
-                .await?;
-            let summary = ingestor
-                .ingest(run_id, &ingest.bucket, &ingest.prefix)
-                .await?;
+            let run_id = ingestor.start_run("cli", &ingest.bucket, &ingest.prefix).await?;
+            let summary = ingestor.ingest(run_id, &ingest.bucket, &ingest.prefix).await?;
             println!("{}", serde_json::to_string_pretty(&summary)?);
             Ok(())
         }
@@ -277,14 +248,7 @@ async fn async_main(cli: Cli) -> Result<()> {
             let model = load_model(c, &worker)?;
             let conn = connect_amqp(c, "docpipe-worker").await?;
             let topology = declare(&conn, c).await?;
-            docpipe_worker::run(
-                &conn,
-                &topology,
-                model,
-                worker_config(&worker),
-                shutdown_signal(),
-            )
-            .await?;
+            docpipe_worker::run(&conn, &topology, model, worker_config(&worker), shutdown_signal()).await?;
             Ok(())
         }
         Cmd::Aggregate { prefetch } => {
@@ -294,19 +258,12 @@ async fn async_main(cli: Cli) -> Result<()> {
             docpipe_aggregator::run(&conn, &topology, &pool, prefetch, shutdown_signal()).await?;
             Ok(())
         }
-        Cmd::Run {
-            ingest,
-            worker,
-            run_timeout_s,
-        } => run_all(c, ingest, worker, Duration::from_secs(run_timeout_s)).await,
+        Cmd::Run { ingest, worker, run_timeout_s } => {
+            run_all(c, ingest, worker, Duration::from_secs(run_timeout_s)).await
+        }
         Cmd::Search { query, top, worker } => search(c, &worker, &query, top).await,
         Cmd::Status { run } => status(&connect_db(c).await?, run).await,
-        Cmd::Put {
-            bucket,
-            prefix,
-            s3,
-            files,
-        } => put(&bucket, &prefix, &s3, &files).await,
+        Cmd::Put { bucket, prefix, s3, files } => put(&bucket, &prefix, &s3, &files).await,
         Cmd::ExtractPdf { .. } | Cmd::RenderPdf { .. } => {
             unreachable!("handled before the runtime starts")
         }
@@ -317,9 +274,7 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 async fn connect_db(c: &Common) -> Result<PgPool> {
     let pool = db::connect(&c.database_url, 8, PATIENCE).await?;
-    db::migrate(&pool)
-        .await
-        .with_context(|| format!("migrating {}", redact::url(&c.database_url)))?;
+    db::migrate(&pool).await.with_context(|| format!("migrating {}", redact::url(&c.database_url)))?;
     Ok(pool)
 }
 
@@ -341,9 +296,7 @@ fn model_dir(c: &Common) -> Result<PathBuf> {
         None => {
             let home = std::env::var_os("DOCPIPE_HOME")
                 .map(PathBuf::from)
-                .or_else(|| {
-                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/docpipe"))
-                })
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/docpipe")))
                 .context("neither DOCPIPE_MODEL nor HOME is set")?;
             home.join("embeddinggemma-300m")
         }
@@ -390,8 +343,8 @@ fn load_model(c: &Common, w: &WorkerArgs) -> Result<SentenceEmbedder> {
         device::set_threads(w.threads);
     }
     let t0 = Instant::now();
-    let model = SentenceEmbedder::load(&dir, dev, precision)
-        .with_context(|| format!("loading model {}", dir.display()))?;
+    let model =
+        SentenceEmbedder::load(&dir, dev, precision).with_context(|| format!("loading model {}", dir.display()))?;
     info!(model = %model.label(), device = ?dev, seconds = t0.elapsed().as_secs_f64(), "model loaded");
     Ok(model)
 }
@@ -408,8 +361,8 @@ fn worker_config(w: &WorkerArgs) -> WorkerConfig {
 fn shutdown_signal() -> watch::Receiver<bool> {
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler");
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
@@ -420,12 +373,7 @@ fn shutdown_signal() -> watch::Receiver<bool> {
     rx
 }
 
-async fn run_all(
-    c: &Common,
-    ingest: IngestArgs,
-    worker: WorkerArgs,
-    timeout: Duration,
-) -> Result<()> {
+async fn run_all(c: &Common, ingest: IngestArgs, worker: WorkerArgs, timeout: Duration) -> Result<()> {
     let started = Instant::now();
     let pool = connect_db(c).await?;
     let conn = Arc::new(connect_amqp(c, "docpipe-run").await?);
@@ -436,40 +384,18 @@ async fn run_all(
     let stop_signal = shutdown_signal();
     let (stop_tx, stop_rx) = watch::channel(false);
     let worker_task = {
-        let (conn, topology, rx, cfg) = (
-            conn.clone(),
-            topology.clone(),
-            stop_rx.clone(),
-            worker_config(&worker),
-        );
+        let (conn, topology, rx, cfg) = (conn.clone(), topology.clone(), stop_rx.clone(), worker_config(&worker));
         tokio::spawn(async move { docpipe_worker::run(&conn, &topology, model, cfg, rx).await })
     };
     let aggregator_task = {
-        let (conn, topology, pool, rx) = (
-            conn.clone(),
-            topology.clone(),
-            pool.clone(),
-            stop_rx.clone(),
-        );
+        let (conn, topology, pool, rx) = (conn.clone(), topology.clone(), pool.clone(), stop_rx.clone());
         tokio::spawn(async move { docpipe_aggregator::run(&conn, &topology, &pool, 64, rx).await })
     };
 
-    let run_id = ingestor
-        .start_run("run", &ingest.bucket, &ingest.prefix)
-        .await?;
+    let run_id = ingestor.start_run("run", &ingest.bucket, &ingest.prefix).await?;
     info!(%run_id, bucket = ingest.bucket, prefix = ingest.prefix, "run started");
-    let summary = ingestor
-        .ingest(run_id, &ingest.bucket, &ingest.prefix)
-        .await?;
-    let outcome = wait_for_run(
-        &pool,
-        run_id,
-        timeout,
-        stop_signal,
-        &worker_task,
-        &aggregator_task,
-    )
-    .await;
+    let summary = ingestor.ingest(run_id, &ingest.bucket, &ingest.prefix).await?;
+    let outcome = wait_for_run(&pool, run_id, timeout, stop_signal, &worker_task, &aggregator_task).await;
     let _ = stop_tx.send(true);
     let worker_result = worker_task.await;
     let aggregator_result = aggregator_task.await;
@@ -499,20 +425,17 @@ async fn wait_for_run<T, U>(
 ) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
-        let (pending,): (i64,) = sqlx::query_as(
-            "SELECT count(*) FROM documents WHERE run_id = $1 AND status NOT IN ('done', 'failed')",
-        )
-        .bind(run_id)
-        .fetch_one(pool)
-        .await
-        .context("polling run progress")?;
+        let (pending,): (i64,) =
+            sqlx::query_as("SELECT count(*) FROM documents WHERE run_id = $1 AND status NOT IN ('done', 'failed')")
+                .bind(run_id)
+                .fetch_one(pool)
+                .await
+                .context("polling run progress")?;
         if pending == 0 {
             return Ok(());
         }
         if worker.is_finished() || aggregator.is_finished() {
-            bail!(
-                "a pipeline role stopped while {pending} document(s) of run {run_id} were pending"
-            );
+            bail!("a pipeline role stopped while {pending} document(s) of run {run_id} were pending");
         }
         if Instant::now() > deadline {
             bail!("run {run_id} not finished after {timeout:?}: {pending} document(s) pending");
@@ -527,11 +450,9 @@ async fn wait_for_run<T, U>(
 async fn status(pool: &PgPool, run: Option<Uuid>) -> Result<()> {
     let run_id = match run {
         Some(r) => r,
-        None => match sqlx::query_as::<_, (Uuid,)>(
-            "SELECT id FROM runs ORDER BY started_at DESC LIMIT 1",
-        )
-        .fetch_optional(pool)
-        .await?
+        None => match sqlx::query_as::<_, (Uuid,)>("SELECT id FROM runs ORDER BY started_at DESC LIMIT 1")
+            .fetch_optional(pool)
+            .await?
         {
             Some((r,)) => r,
             None => {
@@ -547,10 +468,7 @@ async fn status(pool: &PgPool, run: Option<Uuid>) -> Result<()> {
     .fetch_all(pool)
     .await?;
     println!("run {run_id}");
-    println!(
-        "{:<44} {:<10} {:>5} {:>7}  error",
-        "document", "status", "pages", "chunks"
-    );
+    println!("{:<44} {:<10} {:>5} {:>7}  error", "document", "status", "pages", "chunks");
     for (key, st, pages, count, done, err) in &rows {
         let chunks = match count {
             Some(n) => format!("{done}/{n}"),
@@ -559,23 +477,11 @@ async fn status(pool: &PgPool, run: Option<Uuid>) -> Result<()> {
         let pages = pages.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
         let err = err.as_deref().unwrap_or("");
         let key = if key.chars().count() > 44 {
-            format!(
-                "…{}",
-                key.chars()
-                    .rev()
-                    .take(43)
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .collect::<String>()
-            )
+            format!("…{}", key.chars().rev().take(43).collect::<Vec<_>>().into_iter().rev().collect::<String>())
         } else {
             key.clone()
         };
-        println!(
-            "{key:<44} {st:<10} {pages:>5} {chunks:>7}  {}",
-            err.chars().take(120).collect::<String>()
-        );
+        println!("{key:<44} {st:<10} {pages:>5} {chunks:>7}  {}", err.chars().take(120).collect::<String>());
     }
     let count = |s: &str| rows.iter().filter(|r| r.1 == s).count();
     println!(
@@ -590,17 +496,11 @@ async fn status(pool: &PgPool, run: Option<Uuid>) -> Result<()> {
 
 async fn put(bucket: &str, prefix: &str, s3: &S3Args, files: &[PathBuf]) -> Result<()> {
     use docpipe_ingest::s3 as s3api;
-    let client = s3api::client(&s3api::S3Config {
-        endpoint: s3.s3_endpoint.clone(),
-        region: s3.s3_region.clone(),
-    })
-    .await;
+    let client =
+        s3api::client(&s3api::S3Config { endpoint: s3.s3_endpoint.clone(), region: s3.s3_region.clone() }).await;
     s3api::ensure_bucket(&client, bucket).await?;
     for f in files {
-        let name = f
-            .file_name()
-            .with_context(|| format!("{} has no file name", f.display()))?
-            .to_string_lossy();
+        let name = f.file_name().with_context(|| format!("{} has no file name", f.display()))?.to_string_lossy();
         let body = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
         let key = format!("{prefix}{name}");
         s3api::put(&client, bucket, &key, body).await?;

@@ -27,9 +27,7 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 }
 
 fn latin1(s: &str) -> Vec<u8> {
-    s.chars()
-        .map(|c| if (c as u32) < 256 { c as u8 } else { b'?' })
-        .collect()
+    s.chars().map(|c| if (c as u32) < 256 { c as u8 } else { b'?' }).collect()
 }
 
 /// A PDF of `text`, one page per 52 wrapped lines.
@@ -50,20 +48,12 @@ pub fn render(text: &str) -> Result<Vec<u8>, lopdf::Error> {
             Operation::new("Td", vec![50.into(), 790.into()]),
         ];
         for line in page {
-            ops.push(Operation::new(
-                "Tj",
-                vec![Object::String(latin1(line), lopdf::StringFormat::Literal)],
-            ));
+            ops.push(Operation::new("Tj", vec![Object::String(latin1(line), lopdf::StringFormat::Literal)]));
             ops.push(Operation::new("T*", vec![]));
         }
         ops.push(Operation::new("ET", vec![]));
-        let content_id = doc.add_object(Stream::new(
-            dictionary! {},
-            Content { operations: ops }.encode()?,
-        ));
-        let page_id = doc.add_object(
-            dictionary! { "Type" => "Page", "Parent" => pages_id, "Contents" => content_id },
-        );
+        let content_id = doc.add_object(Stream::new(dictionary! {}, Content { operations: ops }.encode()?));
+        let page_id = doc.add_object(dictionary! { "Type" => "Page", "Parent" => pages_id, "Contents" => content_id });
         kids.push(page_id.into());
     }
     let count = kids.len() as i64;

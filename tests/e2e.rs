@@ -5,14 +5,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use docpipe_common::messages::{ChunkMeta, ChunkResult, SCHEMA_VERSION};
+use docpipe_common::messages::{ChunkMeta, ChunkOutcome, ChunkResult, SCHEMA_VERSION};
 use sqlx::PgPool;
 use uuid::Uuid;
 
 const BIN: &str = env!("CARGO_BIN_EXE_docpipe");
 
 fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: run the tests with `make test`, which starts the services and exports their URLs"))
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: run the tests with `make test`, which starts the services and exports their URLs")
+    })
 }
 
 fn docpipe(args: &[&str], prefix: &str) -> std::process::Output {
@@ -35,17 +37,16 @@ fn render(dir: &Path, name: &str, text: &str) -> PathBuf {
     let txt = dir.join(format!("{name}.txt"));
     std::fs::write(&txt, text).unwrap();
     let pdf = dir.join(format!("{name}.pdf"));
-    let st = Command::new(BIN)
-        .args(["render-pdf", txt.to_str().unwrap(), pdf.to_str().unwrap()])
-        .status()
-        .unwrap();
+    let st = Command::new(BIN).args(["render-pdf", txt.to_str().unwrap(), pdf.to_str().unwrap()]).status().unwrap();
     assert!(st.success());
     pdf
 }
 
 /// A contract long enough for several 512-token chunks, with non-ASCII text.
 fn long_contract() -> String {
-    let mut s = String::from("SUPPLY AGREEMENT between Société Générale de Pièces (\"Supplier\") and Acme Corp. (\"Buyer\").\n\n");
+    let mut s = String::from(
+        "SUPPLY AGREEMENT between Société Générale de Pièces (\"Supplier\") and Acme Corp. (\"Buyer\").\n\n",
+    );
     for i in 1..=40 {
         s.push_str(&format!(
             "{i}. Section {i}. The Supplier shall deliver lot {i} of the components within {d} days of the purchase order, \
@@ -70,31 +71,26 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
     std::fs::create_dir_all(&dir).unwrap();
 
     let long = render(&dir, "long-supply-agreement", &long_contract());
-    let short = render(&dir, "short-nda", "MUTUAL NDA. Each party shall keep the other's confidential information secret for three years.");
+    let short = render(
+        &dir,
+        "short-nda",
+        "MUTUAL NDA. Each party shall keep the other's confidential information secret for three years.",
+    );
     let corrupt = dir.join("corrupt.pdf");
-    std::fs::write(&corrupt, b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\ngarbage without xref or trailer").unwrap();
+    std::fs::write(
+        &corrupt,
+        b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\ngarbage without xref or trailer",
+    )
+    .unwrap();
     let not_pdf = dir.join("notes.pdf");
     std::fs::write(&not_pdf, "these are meeting notes, not a PDF").unwrap();
 
-    let files: Vec<&str> = [&long, &short, &corrupt, &not_pdf]
-        .iter()
-        .map(|p| p.to_str().unwrap())
-        .collect();
+    let files: Vec<&str> = [&long, &short, &corrupt, &not_pdf].iter().map(|p| p.to_str().unwrap()).collect();
     let mut put = vec!["put", "--bucket", &bucket];
     put.extend(files);
     assert!(docpipe(&put, &prefix).status.success());
 
-    let run_args = [
-        "run",
-        "--bucket",
-        &bucket,
-        "--chunk-tokens",
-        "512",
-        "--overlap",
-        "64",
-        "--run-timeout-s",
-        "600",
-    ];
+    let run_args = ["run", "--bucket", &bucket, "--chunk-tokens", "512", "--overlap", "64", "--run-timeout-s", "600"];
     let out = docpipe(&run_args, &prefix);
     assert!(out.status.success(), "docpipe run failed");
 
@@ -107,21 +103,14 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
     .await
     .unwrap();
     assert_eq!(docs.len(), 4, "{docs:?}");
-    let by_key = |k: &str| {
-        docs.iter()
-            .find(|d| d.1 == k)
-            .unwrap_or_else(|| panic!("no document {k}"))
-    };
+    let by_key = |k: &str| docs.iter().find(|d| d.1 == k).unwrap_or_else(|| panic!("no document {k}"));
 
     // the corrupt and the non-PDF files fail with a reason, recorded in `failures` too
     for (key, why) in [("corrupt.pdf", "extract"), ("notes.pdf", "not a PDF")] {
         let d = by_key(key);
         assert_eq!(d.2, "failed", "{key}: {d:?}");
         let err = d.3.as_deref().unwrap_or_default();
-        assert!(
-            err.contains(why),
-            "{key}: error {err:?} should mention {why:?}"
-        );
+        assert!(err.contains(why), "{key}: error {err:?} should mention {why:?}");
         let (n,): (i64,) = sqlx::query_as("SELECT count(*) FROM failures WHERE document_id = $1")
             .bind(d.0)
             .fetch_one(&pool)
@@ -150,32 +139,16 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
         let mut next_owned = 0;
         for (i, c) in chunks.iter().enumerate() {
             assert_eq!(c.0, i as i32);
-            assert_eq!(
-                c.3, next_owned,
-                "{key} chunk {i}: owned range must start where the previous ended"
-            );
-            assert!(
-                c.1 <= c.3 && c.4 <= c.2,
-                "{key} chunk {i}: owned inside the window"
-            );
+            assert_eq!(c.3, next_owned, "{key} chunk {i}: owned range must start where the previous ended");
+            assert!(c.1 <= c.3 && c.4 <= c.2, "{key} chunk {i}: owned inside the window");
             assert!(c.5 < c.6, "{key} chunk {i}: character range");
-            assert!(
-                (c.7 - 1.0).abs() < 1e-3,
-                "{key} chunk {i}: embedding norm {}",
-                c.7
-            );
+            assert!((c.7 - 1.0).abs() < 1e-3, "{key} chunk {i}: embedding norm {}", c.7);
             next_owned = c.4;
         }
-        assert_eq!(
-            next_owned, token_count,
-            "{key}: the last chunk owns up to the end"
-        );
+        assert_eq!(next_owned, token_count, "{key}: the last chunk owns up to the end");
     }
     let (_, _, _, _, long_chunks, ..) = by_key("long-supply-agreement.pdf").clone();
-    assert!(
-        long_chunks.unwrap() >= 3,
-        "the long contract spans several chunks"
-    );
+    assert!(long_chunks.unwrap() >= 3, "the long contract spans several chunks");
 
     // the long contract's text round-trips through the character offsets
     let (excerpt,): (String,) = sqlx::query_as(
@@ -186,30 +159,33 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
     .fetch_one(&pool)
     .await
     .unwrap();
-    assert!(
-        excerpt
-            .trim_start()
-            .starts_with("SUPPLY AGREEMENT between Société Générale de Pièces"),
-        "{excerpt:?}"
-    );
+    assert!(excerpt.trim_start().starts_with("SUPPLY AGREEMENT between Société Générale de Pièces"), "{excerpt:?}");
 
     // a redelivered result changes nothing
     let long_id = by_key("long-supply-agreement.pdf").0;
-    let (generation, ts, te, os, oe, cs, ce, ocs, oce, emb, count): (i32, i32, i32, i32, i32, i32, i32, i32, i32, pgvector::Vector, i32) =
-        sqlx::query_as(
-            "SELECT c.generation, token_start, token_end, owned_token_start, owned_token_end, char_start, char_end,
+    let (generation, ts, te, os, oe, cs, ce, ocs, oce, emb, count): (
+        i32,
+        i32,
+        i32,
+        i32,
+        i32,
+        i32,
+        i32,
+        i32,
+        i32,
+        pgvector::Vector,
+        i32,
+    ) = sqlx::query_as(
+        "SELECT c.generation, token_start, token_end, owned_token_start, owned_token_end, char_start, char_end,
                     owned_char_start, owned_char_end, embedding, d.chunk_count
              FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.document_id = $1 AND chunk_index = 1",
-        )
-        .bind(long_id)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    let (run_id,): (Uuid,) = sqlx::query_as("SELECT run_id FROM documents WHERE id = $1")
-        .bind(long_id)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    )
+    .bind(long_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let (run_id,): (Uuid,) =
+        sqlx::query_as("SELECT run_id FROM documents WHERE id = $1").bind(long_id).fetch_one(&pool).await.unwrap();
     let span = |a: i32, b: i32| [a as u32, b as u32];
     let duplicate = ChunkResult {
         schema: SCHEMA_VERSION,
@@ -224,38 +200,36 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
             chars: span(cs, ce),
             owned_chars: span(ocs, oce),
         },
-        embedding: emb.to_vec(),
+        outcome: ChunkOutcome::Embedded { embedding: emb.to_vec() },
         model: "test".into(),
         input_tokens: 1,
     };
     let stored = docpipe_aggregator::store(&pool, &duplicate).await.unwrap();
     assert_eq!(stored, docpipe_aggregator::Stored::Duplicate);
-    let (done, status): (i32, String) =
-        sqlx::query_as("SELECT chunks_done, status FROM documents WHERE id = $1")
-            .bind(long_id)
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let (done, status): (i32, String) = sqlx::query_as("SELECT chunks_done, status FROM documents WHERE id = $1")
+        .bind(long_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_eq!((done, status.as_str()), (count, "done"));
 
     // re-ingesting the unchanged bucket skips the done documents and adds no rows
-    let before: (i64,) = sqlx::query_as("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.bucket = $1")
-        .bind(&bucket)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let before: (i64,) =
+        sqlx::query_as("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.bucket = $1")
+            .bind(&bucket)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
     let out = docpipe(&run_args, &prefix);
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains("2 skipped"),
-        "second run should skip the two done documents: {stdout}"
-    );
-    let after: (i64,) = sqlx::query_as("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.bucket = $1")
-        .bind(&bucket)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    assert!(stdout.contains("2 skipped"), "second run should skip the two done documents: {stdout}");
+    let after: (i64,) =
+        sqlx::query_as("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.bucket = $1")
+            .bind(&bucket)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
     assert_eq!(before, after, "no duplicate chunk rows after a re-run");
     let _ = std::fs::remove_dir_all(&dir);
 }

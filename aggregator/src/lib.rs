@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use docpipe_common::amqp::{self, AmqpError, Topology};
-use docpipe_common::messages::{ChunkResult, SCHEMA_VERSION};
+use docpipe_common::messages::{ChunkMeta, ChunkOutcome, ChunkResult, SCHEMA_VERSION};
 use futures_util::StreamExt;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicRejectOptions};
 use lapin::types::FieldTable;
@@ -43,22 +43,24 @@ pub enum Stored {
     Duplicate,
     /// The document was re-ingested or deleted since this chunk was produced.
     Stale,
+    /// The worker could not embed the chunk: the document is now `failed`.
+    Failed,
 }
 
-/// Store one result idempotently (see the module docs).
+/// Store one result idempotently (see the module docs). A `Failed` outcome fails the document.
 pub async fn store(pool: &PgPool, r: &ChunkResult) -> Result<Stored, AggregateError> {
     let m = &r.meta;
-    let err = |source| AggregateError::Store {
-        chunk: m.label(),
-        source,
+    let embedding = match &r.outcome {
+        ChunkOutcome::Embedded { embedding } => embedding,
+        ChunkOutcome::Failed { error } => return fail_document(pool, m, error).await,
     };
+    let err = |source| AggregateError::Store { chunk: m.label(), source };
     let mut tx = pool.begin().await.map_err(err)?;
-    let current: Option<(i32,)> =
-        sqlx::query_as("SELECT generation FROM documents WHERE id = $1 FOR UPDATE")
-            .bind(m.document_id)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(err)?;
+    let current: Option<(i32,)> = sqlx::query_as("SELECT generation FROM documents WHERE id = $1 FOR UPDATE")
+        .bind(m.document_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(err)?;
     if current.map(|c| c.0) != Some(m.generation) {
         return Ok(Stored::Stale);
     }
@@ -81,7 +83,7 @@ pub async fn store(pool: &PgPool, r: &ChunkResult) -> Result<Stored, AggregateEr
     .bind(m.owned_chars[1] as i32)
     .bind(r.input_tokens as i32)
     .bind(&r.model)
-    .bind(Vector::from(r.embedding.clone()))
+    .bind(Vector::from(embedding.clone()))
     .execute(&mut *tx)
     .await
     .map_err(err)?
@@ -102,9 +104,41 @@ pub async fn store(pool: &PgPool, r: &ChunkResult) -> Result<Stored, AggregateEr
     .await
     .map_err(err)?;
     tx.commit().await.map_err(err)?;
-    Ok(Stored::Inserted {
-        completed: Some(done) == count,
-    })
+    Ok(Stored::Inserted { completed: Some(done) == count })
+}
+
+/// Mark the chunk's document failed (once) with the worker's reason, and record it.
+async fn fail_document(pool: &PgPool, m: &ChunkMeta, error: &str) -> Result<Stored, AggregateError> {
+    let err = |source| AggregateError::Store { chunk: m.label(), source };
+    let mut tx = pool.begin().await.map_err(err)?;
+    let message = format!("chunk {}: {error}", m.index);
+    let updated = sqlx::query(
+        "UPDATE documents SET status = 'failed', error = $3, updated_at = now()
+         WHERE id = $1 AND generation = $2 AND status NOT IN ('done', 'failed')",
+    )
+    .bind(m.document_id)
+    .bind(m.generation)
+    .bind(format!("embed: {message}"))
+    .execute(&mut *tx)
+    .await
+    .map_err(err)?
+    .rows_affected();
+    if updated == 0 {
+        tx.commit().await.map_err(err)?;
+        return Ok(Stored::Stale);
+    }
+    sqlx::query(
+        "INSERT INTO failures (run_id, document_id, bucket, key, stage, class, message)
+         SELECT $1, id, bucket, key, 'embed', 'permanent', $3 FROM documents WHERE id = $2",
+    )
+    .bind(m.run_id)
+    .bind(m.document_id)
+    .bind(&message)
+    .execute(&mut *tx)
+    .await
+    .map_err(err)?;
+    tx.commit().await.map_err(err)?;
+    Ok(Stored::Failed)
 }
 
 /// Consume `topology.results()` until `shutdown` turns true.
@@ -137,22 +171,13 @@ pub async fn run(
         let result = match serde_json::from_slice::<ChunkResult>(&delivery.data) {
             Ok(r) if r.schema == SCHEMA_VERSION => r,
             Ok(r) => {
-                warn!(
-                    schema = r.schema,
-                    "result with unsupported schema; dead-lettering it"
-                );
-                delivery
-                    .reject(BasicRejectOptions { requeue: false })
-                    .await
-                    .map_err(AggregateError::Consume)?;
+                warn!(schema = r.schema, "result with unsupported schema; dead-lettering it");
+                delivery.reject(BasicRejectOptions { requeue: false }).await.map_err(AggregateError::Consume)?;
                 continue;
             }
             Err(e) => {
                 warn!(error = %e, bytes = delivery.data.len(), "undecodable result message; dead-lettering it");
-                delivery
-                    .reject(BasicRejectOptions { requeue: false })
-                    .await
-                    .map_err(AggregateError::Consume)?;
+                delivery.reject(BasicRejectOptions { requeue: false }).await.map_err(AggregateError::Consume)?;
                 continue;
             }
         };
@@ -172,21 +197,18 @@ pub async fn run(
                     Stored::Stale => {
                         info!(document_id = %m.document_id, chunk = m.index, generation = m.generation, "result of a superseded generation dropped")
                     }
+                    Stored::Failed => {
+                        warn!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, "document failed: a chunk could not be embedded")
+                    }
                 }
-                delivery
-                    .ack(BasicAckOptions::default())
-                    .await
-                    .map_err(AggregateError::Consume)?;
+                delivery.ack(BasicAckOptions::default()).await.map_err(AggregateError::Consume)?;
             }
             Err(e) => {
                 // Leave it for redelivery (the queue's delivery limit dead-letters a result
                 // that keeps failing); back off so a database outage is not a hot loop.
                 error!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, error = %e, "cannot store result; requeueing");
                 delivery
-                    .nack(BasicNackOptions {
-                        requeue: true,
-                        ..Default::default()
-                    })
+                    .nack(BasicNackOptions { requeue: true, ..Default::default() })
                     .await
                     .map_err(AggregateError::Consume)?;
                 tokio::time::sleep(Duration::from_secs(1)).await;

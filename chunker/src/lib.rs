@@ -23,10 +23,7 @@ pub struct ChunkConfig {
 
 impl Default for ChunkConfig {
     fn default() -> Self {
-        Self {
-            window: 2048,
-            overlap: 128,
-        }
+        Self { window: 2048, overlap: 128 }
     }
 }
 
@@ -37,12 +34,7 @@ pub enum ChunkError {
     #[error("overlap ({overlap}) must be smaller than the window ({window})")]
     OverlapTooLarge { window: usize, overlap: usize },
     #[error("token {index} has offsets {start}..{end}, outside the text ({len} bytes)")]
-    OffsetOutOfRange {
-        index: usize,
-        start: usize,
-        end: usize,
-        len: usize,
-    },
+    OffsetOutOfRange { index: usize, start: usize, end: usize, len: usize },
 }
 
 impl ChunkConfig {
@@ -51,10 +43,7 @@ impl ChunkConfig {
             return Err(ChunkError::ZeroWindow);
         }
         if self.overlap >= self.window {
-            return Err(ChunkError::OverlapTooLarge {
-                window: self.window,
-                overlap: self.overlap,
-            });
+            return Err(ChunkError::OverlapTooLarge { window: self.window, overlap: self.overlap });
         }
         Ok(())
     }
@@ -80,10 +69,7 @@ pub struct Chunk {
 }
 
 /// Token windows for a document of `n_tokens` tokens: `(tokens, owned)` per chunk.
-pub fn windows(
-    n_tokens: usize,
-    cfg: ChunkConfig,
-) -> Result<Vec<(Range<usize>, Range<usize>)>, ChunkError> {
+pub fn windows(n_tokens: usize, cfg: ChunkConfig) -> Result<Vec<(Range<usize>, Range<usize>)>, ChunkError> {
     cfg.validate()?;
     let mut spans: Vec<Range<usize>> = Vec::new();
     let mut start = 0;
@@ -97,11 +83,7 @@ pub fn windows(
     }
     let mut out = Vec::with_capacity(spans.len());
     for (i, span) in spans.iter().enumerate() {
-        let owned_start = if i == 0 {
-            0
-        } else {
-            boundary(&spans[i - 1], span)
-        };
+        let owned_start = if i == 0 { 0 } else { boundary(&spans[i - 1], span) };
         let owned_end = match spans.get(i + 1) {
             Some(next) => boundary(span, next),
             None => n_tokens,
@@ -117,21 +99,12 @@ fn boundary(left: &Range<usize>, right: &Range<usize>) -> usize {
 }
 
 /// Chunks for a document, given each token's byte range in `text`.
-pub fn chunk(
-    text: &str,
-    token_offsets: &[(usize, usize)],
-    cfg: ChunkConfig,
-) -> Result<Vec<Chunk>, ChunkError> {
+pub fn chunk(text: &str, token_offsets: &[(usize, usize)], cfg: ChunkConfig) -> Result<Vec<Chunk>, ChunkError> {
     let index = CharIndex::new(text);
     let mut char_offsets = Vec::with_capacity(token_offsets.len());
     for (i, &(s, e)) in token_offsets.iter().enumerate() {
         if s > e || e > text.len() {
-            return Err(ChunkError::OffsetOutOfRange {
-                index: i,
-                start: s,
-                end: e,
-                len: text.len(),
-            });
+            return Err(ChunkError::OffsetOutOfRange { index: i, start: s, end: e, len: text.len() });
         }
         char_offsets.push((index.char_floor(s), index.char_ceil(e)));
     }
@@ -156,11 +129,7 @@ fn char_span(char_offsets: &[(usize, usize)], tokens: &Range<usize>) -> Range<us
         return at..at;
     }
     let start = char_offsets[tokens.start].0;
-    let end = char_offsets[tokens.start..tokens.end]
-        .iter()
-        .map(|o| o.1)
-        .max()
-        .unwrap_or(start);
+    let end = char_offsets[tokens.start..tokens.end].iter().map(|o| o.1).max().unwrap_or(start);
     start..end.max(start)
 }
 
@@ -222,18 +191,12 @@ mod tests {
         let mut owners = vec![0u32; n];
         for (tokens, owned) in &spans {
             assert!(tokens.end <= n && tokens.len() <= c.window);
-            assert!(
-                owned.start >= tokens.start && owned.end <= tokens.end,
-                "{owned:?} not in {tokens:?}"
-            );
+            assert!(owned.start >= tokens.start && owned.end <= tokens.end, "{owned:?} not in {tokens:?}");
             for t in owned.clone() {
                 owners[t] += 1;
             }
         }
-        assert!(
-            owners.iter().all(|&k| k == 1),
-            "n={n} cfg={c:?}: ownership {owners:?}"
-        );
+        assert!(owners.iter().all(|&k| k == 1), "n={n} cfg={c:?}: ownership {owners:?}");
         // no chunk is a duplicate tail: each adds tokens the previous one did not cover
         for pair in spans.windows(2) {
             assert!(pair[1].0.end > pair[0].0.end);
@@ -274,13 +237,7 @@ mod tests {
     #[test]
     fn sizes_are_configurable_and_validated() {
         assert_eq!(windows(10, cfg(4, 2)).unwrap().len(), 4);
-        assert_eq!(
-            windows(10, cfg(4, 4)),
-            Err(ChunkError::OverlapTooLarge {
-                window: 4,
-                overlap: 4
-            })
-        );
+        assert_eq!(windows(10, cfg(4, 4)), Err(ChunkError::OverlapTooLarge { window: 4, overlap: 4 }));
         assert_eq!(windows(10, cfg(0, 0)), Err(ChunkError::ZeroWindow));
     }
 
@@ -320,15 +277,8 @@ mod tests {
             assert_eq!(by_chars, by_bytes, "chunk {}", c.index);
         }
         // owned character ranges tile the text's tokens without gaps or overlaps
-        let owned: String = chunks
-            .iter()
-            .map(|c| char_slice(text, &c.owned_chars))
-            .collect::<Vec<_>>()
-            .join(" ");
-        assert_eq!(
-            owned.split_whitespace().collect::<Vec<_>>(),
-            text.split_whitespace().collect::<Vec<_>>()
-        );
+        let owned: String = chunks.iter().map(|c| char_slice(text, &c.owned_chars)).collect::<Vec<_>>().join(" ");
+        assert_eq!(owned.split_whitespace().collect::<Vec<_>>(), text.split_whitespace().collect::<Vec<_>>());
     }
 
     #[test]

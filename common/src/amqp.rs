@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
 use lapin::options::{
-    BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
-    QueueBindOptions, QueueDeclareOptions,
+    BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
+    QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::Confirmation;
@@ -30,10 +30,7 @@ pub enum AmqpError {
     #[error("RabbitMQ refused (nacked) a message published to {queue}")]
     Nacked { queue: String },
     #[error("cannot encode message for {queue}: {source}")]
-    Encode {
-        queue: String,
-        source: serde_json::Error,
-    },
+    Encode { queue: String, source: serde_json::Error },
 }
 
 fn op(op: impl Into<String>) -> impl FnOnce(lapin::Error) -> AmqpError {
@@ -51,10 +48,7 @@ pub struct Topology {
 
 impl Topology {
     pub fn new(prefix: impl Into<String>) -> Self {
-        Self {
-            prefix: prefix.into(),
-            delivery_limit: 5,
-        }
+        Self { prefix: prefix.into(), delivery_limit: 5 }
     }
     pub fn chunks(&self) -> String {
         format!("{}.chunks", self.prefix)
@@ -75,10 +69,7 @@ impl Topology {
         ch.exchange_declare(
             dlx.as_str().into(),
             ExchangeKind::Direct,
-            ExchangeDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
+            ExchangeDeclareOptions { durable: true, ..Default::default() },
             FieldTable::default(),
         )
         .await
@@ -86,10 +77,7 @@ impl Topology {
         for queue in [self.chunks(), self.results()] {
             let dead = self.dead_queue(&queue);
             let mut dead_args = FieldTable::default();
-            dead_args.insert(
-                "x-queue-type".into(),
-                AMQPValue::LongString("quorum".into()),
-            );
+            dead_args.insert("x-queue-type".into(), AMQPValue::LongString("quorum".into()));
             ch.queue_declare(dead.as_str().into(), durable(), dead_args)
                 .await
                 .map_err(op(format!("declare queue {dead}")))?;
@@ -103,22 +91,10 @@ impl Topology {
             .await
             .map_err(op(format!("bind queue {dead}")))?;
             let mut args = FieldTable::default();
-            args.insert(
-                "x-queue-type".into(),
-                AMQPValue::LongString("quorum".into()),
-            );
-            args.insert(
-                "x-delivery-limit".into(),
-                AMQPValue::LongInt(self.delivery_limit as i32),
-            );
-            args.insert(
-                "x-dead-letter-exchange".into(),
-                AMQPValue::LongString(dlx.as_str().into()),
-            );
-            args.insert(
-                "x-dead-letter-routing-key".into(),
-                AMQPValue::LongString(dead.as_str().into()),
-            );
+            args.insert("x-queue-type".into(), AMQPValue::LongString("quorum".into()));
+            args.insert("x-delivery-limit".into(), AMQPValue::LongInt(self.delivery_limit as i32));
+            args.insert("x-dead-letter-exchange".into(), AMQPValue::LongString(dlx.as_str().into()));
+            args.insert("x-dead-letter-routing-key".into(), AMQPValue::LongString(dead.as_str().into()));
             ch.queue_declare(queue.as_str().into(), durable(), args)
                 .await
                 .map_err(op(format!("declare queue {queue}")))?;
@@ -131,10 +107,7 @@ impl Topology {
         let q = ch
             .queue_declare(
                 queue.into(),
-                QueueDeclareOptions {
-                    passive: true,
-                    ..Default::default()
-                },
+                QueueDeclareOptions { passive: true, ..Default::default() },
                 FieldTable::default(),
             )
             .await
@@ -144,10 +117,7 @@ impl Topology {
 }
 
 fn durable() -> QueueDeclareOptions {
-    QueueDeclareOptions {
-        durable: true,
-        ..Default::default()
-    }
+    QueueDeclareOptions { durable: true, ..Default::default() }
 }
 
 /// Connect, retrying with exponential backoff and jitter for up to about `patience`.
@@ -169,9 +139,7 @@ pub async fn connect(url: &str, name: &str, patience: Duration) -> Result<Connec
 /// A channel for consuming with at most `prefetch` unacknowledged deliveries.
 pub async fn consumer_channel(conn: &Connection, prefetch: u16) -> Result<Channel, AmqpError> {
     let ch = conn.create_channel().await.map_err(op("create channel"))?;
-    ch.basic_qos(prefetch, BasicQosOptions::default())
-        .await
-        .map_err(op("basic.qos"))?;
+    ch.basic_qos(prefetch, BasicQosOptions::default()).await.map_err(op("basic.qos"))?;
     Ok(ch)
 }
 
@@ -184,9 +152,7 @@ pub struct Publisher {
 impl Publisher {
     pub async fn new(conn: &Connection) -> Result<Self, AmqpError> {
         let ch = conn.create_channel().await.map_err(op("create channel"))?;
-        ch.confirm_select(ConfirmSelectOptions::default())
-            .await
-            .map_err(op("confirm.select"))?;
+        ch.confirm_select(ConfirmSelectOptions::default()).await.map_err(op("confirm.select"))?;
         Ok(Self { ch })
     }
 
@@ -197,29 +163,17 @@ impl Publisher {
     /// Publish `msgs` to `queue`; returns once the broker has confirmed every one of them.
     /// All publishes are sent before the first confirm is awaited, so a batch costs one
     /// round trip, not one per message.
-    pub async fn publish_all<T: Serialize>(
-        &self,
-        queue: &str,
-        msgs: &[T],
-    ) -> Result<(), AmqpError> {
+    pub async fn publish_all<T: Serialize>(&self, queue: &str, msgs: &[T]) -> Result<(), AmqpError> {
         let mut pending = Vec::with_capacity(msgs.len());
         for m in msgs {
-            let body = serde_json::to_vec(m).map_err(|source| AmqpError::Encode {
-                queue: queue.into(),
-                source,
-            })?;
-            let props = BasicProperties::default()
-                .with_delivery_mode(2)
-                .with_content_type("application/json".into());
+            let body = serde_json::to_vec(m).map_err(|source| AmqpError::Encode { queue: queue.into(), source })?;
+            let props = BasicProperties::default().with_delivery_mode(2).with_content_type("application/json".into());
             let confirm = self
                 .ch
                 .basic_publish(
                     "".into(),
                     queue.into(),
-                    BasicPublishOptions {
-                        mandatory: true,
-                        ..Default::default()
-                    },
+                    BasicPublishOptions { mandatory: true, ..Default::default() },
                     &body,
                     props,
                 )
@@ -232,9 +186,7 @@ impl Publisher {
                 Confirmation::Ack(None) => {}
                 // mandatory + unroutable: the queue does not exist
                 Confirmation::Ack(Some(_)) | Confirmation::Nack(_) => {
-                    return Err(AmqpError::Nacked {
-                        queue: queue.into(),
-                    })
+                    return Err(AmqpError::Nacked { queue: queue.into() })
                 }
                 Confirmation::NotRequested => unreachable!("confirm.select was enabled"),
             }

@@ -39,16 +39,25 @@ pub struct ChunkTask {
     pub input_ids: Vec<u32>,
 }
 
-/// worker → aggregator: the chunk's embedding.
+/// worker → aggregator: what became of one chunk.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ChunkResult {
     pub schema: u32,
     pub meta: ChunkMeta,
-    /// L2-normalised sentence embedding of the chunk.
-    pub embedding: Vec<f32>,
-    /// Model name and precision that produced it, e.g. `embeddinggemma-300m/bf16`.
+    /// Model name and precision, e.g. `embeddinggemma-300m/bf16`.
     pub model: String,
     pub input_tokens: u32,
+    pub outcome: ChunkOutcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ChunkOutcome {
+    /// L2-normalised sentence embedding of the chunk.
+    Embedded { embedding: Vec<f32> },
+    /// The model rejected this chunk on its own (not a batch-wide failure); the aggregator
+    /// fails the document with this reason, so nothing waits for it forever.
+    Failed { error: String },
 }
 
 impl ChunkMeta {

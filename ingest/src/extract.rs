@@ -29,11 +29,7 @@ pub struct ExtractLimits {
 
 impl Default for ExtractLimits {
     fn default() -> Self {
-        Self {
-            timeout: Duration::from_secs(120),
-            memory_bytes: 4 << 30,
-            max_pages: 2000,
-        }
+        Self { timeout: Duration::from_secs(120), memory_bytes: 4 << 30, max_pages: 2000 }
     }
 }
 
@@ -52,10 +48,7 @@ pub enum ExtractError {
     #[error("extraction exceeded the time limit of {0:?} (extract_timeout)")]
     Timeout(Duration),
     #[error("cannot run the extractor {exe}: {source}")]
-    Spawn {
-        exe: PathBuf,
-        source: std::io::Error,
-    },
+    Spawn { exe: PathBuf, source: std::io::Error },
     #[error("extractor I/O failed: {0}")]
     Io(std::io::Error),
     #[error("extractor answered something unreadable: {0}")]
@@ -72,14 +65,9 @@ impl ExtractError {
 /// What the child sends back.
 #[derive(Debug, Serialize, Deserialize)]
 enum ChildAnswer {
-    Pages {
-        pages: Vec<String>,
-        failed_pages: Vec<(u32, String)>,
-    },
+    Pages { pages: Vec<String>, failed_pages: Vec<(u32, String)> },
     Encrypted,
-    TooManyPages {
-        pages: usize,
-    },
+    TooManyPages { pages: usize },
     Malformed(String),
 }
 
@@ -103,10 +91,8 @@ impl Extractor {
     pub async fn extract(&self, pdf: &[u8]) -> Result<Pages, ExtractError> {
         let head = &pdf[..pdf.len().min(1024)];
         if !head.windows(5).any(|w| w == b"%PDF-") {
-            let shown: String = String::from_utf8_lossy(&pdf[..pdf.len().min(16)])
-                .chars()
-                .filter(|c| !c.is_control())
-                .collect();
+            let shown: String =
+                String::from_utf8_lossy(&pdf[..pdf.len().min(16)]).chars().filter(|c| !c.is_control()).collect();
             return Err(ExtractError::NotPdf(shown));
         }
         let mut cmd = tokio::process::Command::new(&self.exe);
@@ -129,22 +115,10 @@ impl Extractor {
                 Ok(())
             });
         }
-        let mut child = cmd.spawn().map_err(|source| ExtractError::Spawn {
-            exe: self.exe.clone(),
-            source,
-        })?;
-        let mut stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| ExtractError::Protocol("no stdin".into()))?;
-        let mut stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| ExtractError::Protocol("no stdout".into()))?;
-        let mut stderr = child
-            .stderr
-            .take()
-            .ok_or_else(|| ExtractError::Protocol("no stderr".into()))?;
+        let mut child = cmd.spawn().map_err(|source| ExtractError::Spawn { exe: self.exe.clone(), source })?;
+        let mut stdin = child.stdin.take().ok_or_else(|| ExtractError::Protocol("no stdin".into()))?;
+        let mut stdout = child.stdout.take().ok_or_else(|| ExtractError::Protocol("no stdout".into()))?;
+        let mut stderr = child.stderr.take().ok_or_else(|| ExtractError::Protocol("no stderr".into()))?;
         let input = pdf.to_vec();
         let work = async move {
             // The child may die before reading everything: a broken pipe is reported through
@@ -155,11 +129,7 @@ impl Extractor {
             };
             let mut out = Vec::new();
             let mut err = Vec::new();
-            let (_, o, e) = tokio::join!(
-                writer,
-                stdout.read_to_end(&mut out),
-                stderr.read_to_end(&mut err)
-            );
+            let (_, o, e) = tokio::join!(writer, stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
             o.map_err(ExtractError::Io)?;
             e.map_err(ExtractError::Io)?;
             let status = child.wait().await.map_err(ExtractError::Io)?;
@@ -172,42 +142,27 @@ impl Extractor {
         };
         let stderr = tail(&String::from_utf8_lossy(&err), 600);
         if !status.success() {
-            return Err(ExtractError::Crashed {
-                status: describe(status, &stderr),
-                stderr,
-            });
+            return Err(ExtractError::Crashed { status: describe(status, &stderr), stderr });
         }
         let out = String::from_utf8_lossy(&out);
         let Some(pos) = out.rfind(MARKER) else {
-            return Err(ExtractError::Protocol(format!(
-                "no result marker; stderr: {stderr}"
-            )));
+            return Err(ExtractError::Protocol(format!("no result marker; stderr: {stderr}")));
         };
         let answer: ChildAnswer = serde_json::from_str(out[pos + MARKER.len()..].trim())
             .map_err(|e| ExtractError::Protocol(format!("bad result JSON: {e}")))?;
         match answer {
-            ChildAnswer::Pages {
-                pages,
-                failed_pages,
-            } => Ok(Pages {
-                pages,
-                failed_pages,
-            }),
+            ChildAnswer::Pages { pages, failed_pages } => Ok(Pages { pages, failed_pages }),
             ChildAnswer::Encrypted => Err(ExtractError::Encrypted),
-            ChildAnswer::TooManyPages { pages } => Err(ExtractError::TooManyPages {
-                pages,
-                limit: self.limits.max_pages,
-            }),
+            ChildAnswer::TooManyPages { pages } => {
+                Err(ExtractError::TooManyPages { pages, limit: self.limits.max_pages })
+            }
             ChildAnswer::Malformed(m) => Err(ExtractError::Malformed(m)),
         }
     }
 }
 
 fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
-    let lim = libc::rlimit {
-        rlim_cur: value as libc::rlim_t,
-        rlim_max: value as libc::rlim_t,
-    };
+    let lim = libc::rlimit { rlim_cur: value as libc::rlim_t, rlim_max: value as libc::rlim_t };
     // SAFETY: plain syscall on a valid struct.
     if unsafe { libc::setrlimit(resource, &lim) } != 0 {
         return Err(std::io::Error::last_os_error());
@@ -272,9 +227,7 @@ fn extract_in_process(pdf: &[u8], max_pages: usize) -> ChildAnswer {
     }
     let page_numbers: Vec<u32> = doc.get_pages().keys().copied().collect();
     if page_numbers.len() > max_pages {
-        return ChildAnswer::TooManyPages {
-            pages: page_numbers.len(),
-        };
+        return ChildAnswer::TooManyPages { pages: page_numbers.len() };
     }
     let mut pages = Vec::with_capacity(page_numbers.len());
     let mut failed_pages = Vec::new();
@@ -303,8 +256,5 @@ fn extract_in_process(pdf: &[u8], max_pages: usize) -> ChildAnswer {
             }
         }
     }
-    ChildAnswer::Pages {
-        pages,
-        failed_pages,
-    }
+    ChildAnswer::Pages { pages, failed_pages }
 }

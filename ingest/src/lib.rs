@@ -107,11 +107,7 @@ struct DocFailure {
 
 impl DocFailure {
     fn permanent(stage: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            stage,
-            retryable: false,
-            message: message.into(),
-        }
+        Self { stage, retryable: false, message: message.into() }
     }
 }
 
@@ -133,33 +129,13 @@ impl Ingestor {
         publisher: Publisher,
         topology: Topology,
     ) -> Result<Self, IngestError> {
-        let input = Arc::new(ModelInput::load(
-            &cfg.model_dir,
-            cfg.chunk_tokens,
-            cfg.overlap,
-        )?);
-        let extractor = Extractor {
-            exe: cfg.extractor_exe.clone(),
-            limits: cfg.extract.clone(),
-        };
-        Ok(Self {
-            cfg,
-            s3,
-            pool,
-            publisher,
-            topology,
-            extractor,
-            input,
-        })
+        let input = Arc::new(ModelInput::load(&cfg.model_dir, cfg.chunk_tokens, cfg.overlap)?);
+        let extractor = Extractor { exe: cfg.extractor_exe.clone(), limits: cfg.extract.clone() };
+        Ok(Self { cfg, s3, pool, publisher, topology, extractor, input })
     }
 
     /// Create a run row; its id tags every document and message of the run.
-    pub async fn start_run(
-        &self,
-        trigger: &str,
-        bucket: &str,
-        prefix: &str,
-    ) -> Result<Uuid, IngestError> {
+    pub async fn start_run(&self, trigger: &str, bucket: &str, prefix: &str) -> Result<Uuid, IngestError> {
         let run_id = Uuid::now_v7();
         sqlx::query("INSERT INTO runs (id, trigger, bucket, prefix) VALUES ($1, $2, $3, $4)")
             .bind(run_id)
@@ -173,20 +149,11 @@ impl Ingestor {
     }
 
     /// Ingest every object under `s3://bucket/prefix` as part of `run_id`.
-    pub async fn ingest(
-        &self,
-        run_id: Uuid,
-        bucket: &str,
-        prefix: &str,
-    ) -> Result<RunSummary, IngestError> {
+    pub async fn ingest(&self, run_id: Uuid, bucket: &str, prefix: &str) -> Result<RunSummary, IngestError> {
         let started = Instant::now();
         let objects = s3::list(&self.s3, bucket, prefix).await?;
         info!(%run_id, bucket, prefix, objects = objects.len(), "listed bucket");
-        let mut summary = RunSummary {
-            run_id,
-            objects: objects.len(),
-            ..Default::default()
-        };
+        let mut summary = RunSummary { run_id, objects: objects.len(), ..Default::default() };
         let mut results = futures_util::stream::iter(objects)
             .map(|obj| self.ingest_object(run_id, bucket, obj))
             .buffer_unordered(self.cfg.concurrency.max(1));
@@ -200,72 +167,50 @@ impl Ingestor {
                 Outcome::Failed => summary.failed += 1,
             }
         }
-        sqlx::query(
-            "UPDATE runs SET finished_at = now(), objects_seen = $2, skipped = $3 WHERE id = $1",
-        )
-        .bind(run_id)
-        .bind(summary.objects as i32)
-        .bind(summary.skipped as i32)
-        .execute(&self.pool)
-        .await
-        .map_err(db("finishing the run"))?;
+        sqlx::query("UPDATE runs SET finished_at = now(), objects_seen = $2, skipped = $3 WHERE id = $1")
+            .bind(run_id)
+            .bind(summary.objects as i32)
+            .bind(summary.skipped as i32)
+            .execute(&self.pool)
+            .await
+            .map_err(db("finishing the run"))?;
         info!(%run_id, queued = summary.queued, skipped = summary.skipped, failed = summary.failed, chunks = summary.chunks,
               seconds = started.elapsed().as_secs_f64(), "ingest finished");
         Ok(summary)
     }
 
-    async fn ingest_object(
-        &self,
-        run_id: Uuid,
-        bucket: &str,
-        obj: s3::ObjectInfo,
-    ) -> Result<Outcome, IngestError> {
+    async fn ingest_object(&self, run_id: Uuid, bucket: &str, obj: s3::ObjectInfo) -> Result<Outcome, IngestError> {
         let key = obj.key.as_str();
         if obj.size > self.cfg.max_pdf_bytes {
             let (id, generation) = self.upsert_document(run_id, bucket, &obj, None).await?;
-            let msg = format!(
-                "{} bytes, over the limit of {} (max_pdf_bytes)",
-                obj.size, self.cfg.max_pdf_bytes
-            );
-            self.fail(
-                run_id,
-                id,
-                generation,
-                bucket,
-                key,
-                DocFailure::permanent("fetch", msg),
-            )
-            .await?;
+            let msg = format!("{} bytes, over the limit of {} (max_pdf_bytes)", obj.size, self.cfg.max_pdf_bytes);
+            self.fail(run_id, id, generation, bucket, key, DocFailure::permanent("fetch", msg)).await?;
             return Ok(Outcome::Failed);
         }
         let pdf = match s3::get(&self.s3, bucket, key, self.cfg.max_pdf_bytes).await {
             Ok(b) => b,
             Err(e) => {
                 let (id, generation) = self.upsert_document(run_id, bucket, &obj, None).await?;
-                let f = DocFailure {
-                    stage: "fetch",
-                    retryable: e.is_retryable(),
-                    message: e.to_string(),
-                };
+                let f = DocFailure { stage: "fetch", retryable: e.is_retryable(), message: e.to_string() };
                 self.fail(run_id, id, generation, bucket, key, f).await?;
                 return Ok(Outcome::Failed);
             }
         };
         let sha = hex::encode(Sha256::digest(&pdf));
-        let unchanged: Option<(Uuid,)> = sqlx::query_as("SELECT id FROM documents WHERE bucket = $1 AND key = $2 AND sha256 = $3 AND status = 'done'")
-            .bind(bucket)
-            .bind(key)
-            .bind(&sha)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db(format!("looking up s3://{bucket}/{key}")))?;
+        let unchanged: Option<(Uuid,)> = sqlx::query_as(
+            "SELECT id FROM documents WHERE bucket = $1 AND key = $2 AND sha256 = $3 AND status = 'done'",
+        )
+        .bind(bucket)
+        .bind(key)
+        .bind(&sha)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db(format!("looking up s3://{bucket}/{key}")))?;
         if let Some((id,)) = unchanged {
             info!(%run_id, document_id = %id, key, "unchanged and done, skipped");
             return Ok(Outcome::Skipped);
         }
-        let (id, generation) = self
-            .upsert_document(run_id, bucket, &obj, Some((&sha, pdf.len())))
-            .await?;
+        let (id, generation) = self.upsert_document(run_id, bucket, &obj, Some((&sha, pdf.len()))).await?;
         match self.process(run_id, id, generation, key, &pdf).await? {
             Ok(chunks) => Ok(Outcome::Queued { chunks }),
             Err(f) => {
@@ -289,11 +234,7 @@ impl Ingestor {
         let pages = match self.extractor.extract(pdf).await {
             Ok(p) => p,
             Err(e) => {
-                return Ok(Err(DocFailure {
-                    stage: "extract",
-                    retryable: e.is_retryable(),
-                    message: e.to_string(),
-                }))
+                return Ok(Err(DocFailure { stage: "extract", retryable: e.is_retryable(), message: e.to_string() }))
             }
         };
         for (page, why) in &pages.failed_pages {
@@ -302,16 +243,18 @@ impl Ingestor {
         let doc = DocumentText::from_pages(&pages.pages);
         let input = self.input.clone();
         let text = doc.text.clone();
-        let prepared = tokio::task::spawn_blocking(move || input.prepare(&text))
-            .await
-            .expect("tokenizer task panicked");
+        let prepared =
+            tokio::task::spawn_blocking(move || input.prepare(&text)).await.expect("tokenizer task panicked");
         let (n_tokens, chunks) = match prepared {
             Ok(p) => p,
             Err(e) => return Ok(Err(DocFailure::permanent("tokenize", e.to_string()))),
         };
         if n_tokens == 0 {
             let why = if pages.failed_pages.is_empty() {
-                format!("no text layer: {} page(s) without extractable text (scanned or image-only PDF?)", pages.pages.len())
+                format!(
+                    "no text layer: {} page(s) without extractable text (scanned or image-only PDF?)",
+                    pages.pages.len()
+                )
             } else {
                 format!(
                     "no text extracted: {} of {} page(s) failed, first: {}",
@@ -325,14 +268,10 @@ impl Ingestor {
         if n_tokens > self.cfg.max_tokens {
             return Ok(Err(DocFailure::permanent(
                 "tokenize",
-                format!(
-                    "{n_tokens} tokens, over the limit of {} (max_tokens)",
-                    self.cfg.max_tokens
-                ),
+                format!("{n_tokens} tokens, over the limit of {} (max_tokens)", self.cfg.max_tokens),
             )));
         }
-        self.store_text(id, generation, &doc, n_tokens, chunks.len())
-            .await?;
+        self.store_text(id, generation, &doc, n_tokens, chunks.len()).await?;
         let count = chunks.len() as u32;
         let tasks: Vec<ChunkTask> = chunks
             .into_iter()
@@ -355,9 +294,7 @@ impl Ingestor {
                 }
             })
             .collect();
-        self.publisher
-            .publish_all(&self.topology.chunks(), &tasks)
-            .await?;
+        self.publisher.publish_all(&self.topology.chunks(), &tasks).await?;
         info!(%run_id, document_id = %id, key, pages = doc.pages.len(), tokens = n_tokens, chunks = count,
               seconds = t0.elapsed().as_secs_f64(), "document queued");
         Ok(Ok(tasks.len()))
@@ -393,15 +330,8 @@ impl Ingestor {
         .fetch_one(&mut *tx)
         .await
         .map_err(db(what()))?;
-        for sql in [
-            "DELETE FROM pages WHERE document_id = $1",
-            "DELETE FROM chunks WHERE document_id = $1",
-        ] {
-            sqlx::query(sql)
-                .bind(id)
-                .execute(&mut *tx)
-                .await
-                .map_err(db(what()))?;
+        for sql in ["DELETE FROM pages WHERE document_id = $1", "DELETE FROM chunks WHERE document_id = $1"] {
+            sqlx::query(sql).bind(id).execute(&mut *tx).await.map_err(db(what()))?;
         }
         tx.commit().await.map_err(db(what()))?;
         Ok((id, generation))
@@ -458,13 +388,15 @@ impl Ingestor {
         warn!(%run_id, document_id = %id, key, stage = f.stage, error = %f.message, "document failed");
         let what = || format!("recording the failure of s3://{bucket}/{key}");
         let mut tx = self.pool.begin().await.map_err(db(what()))?;
-        sqlx::query("UPDATE documents SET status = 'failed', error = $3, updated_at = now() WHERE id = $1 AND generation = $2")
-            .bind(id)
-            .bind(generation)
-            .bind(format!("{}: {}", f.stage, f.message))
-            .execute(&mut *tx)
-            .await
-            .map_err(db(what()))?;
+        sqlx::query(
+            "UPDATE documents SET status = 'failed', error = $3, updated_at = now() WHERE id = $1 AND generation = $2",
+        )
+        .bind(id)
+        .bind(generation)
+        .bind(format!("{}: {}", f.stage, f.message))
+        .execute(&mut *tx)
+        .await
+        .map_err(db(what()))?;
         sqlx::query("INSERT INTO failures (run_id, document_id, bucket, key, stage, class, message) VALUES ($1, $2, $3, $4, $5, $6, $7)")
             .bind(run_id)
             .bind(id)

@@ -20,20 +20,13 @@ pub enum PrepareError {
     #[error("cannot load tokenizer {path}: {message}")]
     Tokenizer { path: String, message: String },
     #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    Read { path: String, source: std::io::Error },
     #[error("bad {path}: {message}")]
     Config { path: String, message: String },
     #[error("tokenizer failed: {0}")]
     Encode(String),
     #[error("chunk_tokens {chunk_tokens} leaves no room for text after the prompt and special tokens ({overhead} tokens) and overlap {overlap}")]
-    ChunkTooSmall {
-        chunk_tokens: usize,
-        overhead: usize,
-        overlap: usize,
-    },
+    ChunkTooSmall { chunk_tokens: usize, overhead: usize, overlap: usize },
     #[error(transparent)]
     Chunk(#[from] docpipe_chunker::ChunkError),
 }
@@ -63,24 +56,13 @@ impl DocumentText {
             ranges.push(chars..chars + n);
             chars += n;
         }
-        Self {
-            text,
-            pages: ranges,
-        }
+        Self { text, pages: ranges }
     }
 
     /// 1-based page numbers a character range touches.
     pub fn pages_of(&self, chars: &Range<usize>) -> Range<usize> {
-        let first = self
-            .pages
-            .iter()
-            .position(|p| p.end > chars.start)
-            .unwrap_or(self.pages.len().saturating_sub(1));
-        let last = self
-            .pages
-            .iter()
-            .rposition(|p| p.start < chars.end.max(chars.start + 1))
-            .unwrap_or(first);
+        let first = self.pages.iter().position(|p| p.end > chars.start).unwrap_or(self.pages.len().saturating_sub(1));
+        let last = self.pages.iter().rposition(|p| p.start < chars.end.max(chars.start + 1)).unwrap_or(first);
         first + 1..last.max(first) + 2
     }
 }
@@ -103,32 +85,20 @@ pub struct ModelInput {
 
 impl ModelInput {
     /// Load `tokenizer.json` and the document prompt from a sentence-transformers model dir.
-    pub fn load(
-        model_dir: &Path,
-        chunk_tokens: usize,
-        overlap: usize,
-    ) -> Result<Self, PrepareError> {
+    pub fn load(model_dir: &Path, chunk_tokens: usize, overlap: usize) -> Result<Self, PrepareError> {
         let tok_path = model_dir.join("tokenizer.json");
-        let mut tokenizer =
-            Tokenizer::from_file(&tok_path).map_err(|e| PrepareError::Tokenizer {
-                path: tok_path.display().to_string(),
-                message: e.to_string(),
-            })?;
+        let mut tokenizer = Tokenizer::from_file(&tok_path)
+            .map_err(|e| PrepareError::Tokenizer { path: tok_path.display().to_string(), message: e.to_string() })?;
         // The bundled tokenizer may carry truncation/padding settings: chunking needs every token.
         tokenizer
             .with_truncation(None)
-            .map_err(|e| PrepareError::Tokenizer {
-                path: tok_path.display().to_string(),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| PrepareError::Tokenizer { path: tok_path.display().to_string(), message: e.to_string() })?;
         tokenizer.with_padding(None);
         let special = |name: &str| {
-            tokenizer
-                .token_to_id(name)
-                .ok_or_else(|| PrepareError::Config {
-                    path: tok_path.display().to_string(),
-                    message: format!("no {name} token"),
-                })
+            tokenizer.token_to_id(name).ok_or_else(|| PrepareError::Config {
+                path: tok_path.display().to_string(),
+                message: format!("no {name} token"),
+            })
         };
         let (bos, eos) = (special("<bos>")?, special("<eos>")?);
         let prompt = document_prompt(model_dir)?;
@@ -139,24 +109,11 @@ impl ModelInput {
             .to_vec();
         let overhead = prompt_ids.len() + 2;
         if chunk_tokens <= overhead + overlap {
-            return Err(PrepareError::ChunkTooSmall {
-                chunk_tokens,
-                overhead,
-                overlap,
-            });
+            return Err(PrepareError::ChunkTooSmall { chunk_tokens, overhead, overlap });
         }
-        let chunking = ChunkConfig {
-            window: chunk_tokens - overhead,
-            overlap,
-        };
+        let chunking = ChunkConfig { window: chunk_tokens - overhead, overlap };
         chunking.validate()?;
-        Ok(Self {
-            tokenizer,
-            bos,
-            eos,
-            prompt_ids,
-            chunking,
-        })
+        Ok(Self { tokenizer, bos, eos, prompt_ids, chunking })
     }
 
     pub fn chunking(&self) -> ChunkConfig {
@@ -165,10 +122,7 @@ impl ModelInput {
 
     /// Tokenize the document and cut it into chunks with their model inputs.
     pub fn prepare(&self, text: &str) -> Result<(usize, Vec<PreparedChunk>), PrepareError> {
-        let enc = self
-            .tokenizer
-            .encode(text, false)
-            .map_err(|e| PrepareError::Encode(e.to_string()))?;
+        let enc = self.tokenizer.encode(text, false).map_err(|e| PrepareError::Encode(e.to_string()))?;
         let ids = enc.get_ids();
         let chunks = docpipe_chunker::chunk(text, enc.get_offsets(), self.chunking)?;
         let prepared = chunks
@@ -179,10 +133,7 @@ impl ModelInput {
                 input.extend_from_slice(&self.prompt_ids);
                 input.extend_from_slice(&ids[chunk.tokens.clone()]);
                 input.push(self.eos);
-                PreparedChunk {
-                    chunk,
-                    input_ids: input,
-                }
+                PreparedChunk { chunk, input_ids: input }
             })
             .collect();
         Ok((ids.len(), prepared))
@@ -195,18 +146,11 @@ fn document_prompt(model_dir: &Path) -> Result<String, PrepareError> {
     if !path.exists() {
         return Ok(String::new());
     }
-    let raw = std::fs::read_to_string(&path).map_err(|source| PrepareError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
-    let v: serde_json::Value = serde_json::from_str(&raw).map_err(|e| PrepareError::Config {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })?;
-    Ok(v.pointer("/prompts/document")
-        .and_then(|p| p.as_str())
-        .unwrap_or_default()
-        .to_string())
+    let raw = std::fs::read_to_string(&path)
+        .map_err(|source| PrepareError::Read { path: path.display().to_string(), source })?;
+    let v: serde_json::Value = serde_json::from_str(&raw)
+        .map_err(|e| PrepareError::Config { path: path.display().to_string(), message: e.to_string() })?;
+    Ok(v.pointer("/prompts/document").and_then(|p| p.as_str()).unwrap_or_default().to_string())
 }
 
 #[cfg(test)]

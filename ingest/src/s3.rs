@@ -13,30 +13,13 @@ pub struct S3Config {
 #[derive(Debug, thiserror::Error)]
 pub enum S3Error {
     #[error("listing s3://{bucket}/{prefix} failed: {message}")]
-    List {
-        bucket: String,
-        prefix: String,
-        message: String,
-    },
+    List { bucket: String, prefix: String, message: String },
     #[error("downloading s3://{bucket}/{key} failed: {message}")]
-    Get {
-        bucket: String,
-        key: String,
-        message: String,
-    },
+    Get { bucket: String, key: String, message: String },
     #[error("uploading s3://{bucket}/{key} failed: {message}")]
-    Put {
-        bucket: String,
-        key: String,
-        message: String,
-    },
+    Put { bucket: String, key: String, message: String },
     #[error("s3://{bucket}/{key} is {bytes} bytes, over the limit of {limit} (max_pdf_bytes)")]
-    TooLarge {
-        bucket: String,
-        key: String,
-        bytes: u64,
-        limit: u64,
-    },
+    TooLarge { bucket: String, key: String, bytes: u64, limit: u64 },
 }
 
 impl S3Error {
@@ -69,12 +52,7 @@ pub async fn client(cfg: &S3Config) -> Client {
 /// Every object under `prefix`, following continuation tokens.
 pub async fn list(client: &Client, bucket: &str, prefix: &str) -> Result<Vec<ObjectInfo>, S3Error> {
     let mut out = Vec::new();
-    let mut pages = client
-        .list_objects_v2()
-        .bucket(bucket)
-        .prefix(prefix)
-        .into_paginator()
-        .send();
+    let mut pages = client.list_objects_v2().bucket(bucket).prefix(prefix).into_paginator().send();
     while let Some(page) = pages.next().await {
         let page = page.map_err(|e| S3Error::List {
             bucket: bucket.into(),
@@ -98,11 +76,7 @@ pub async fn list(client: &Client, bucket: &str, prefix: &str) -> Result<Vec<Obj
 
 /// Download an object, refusing anything over `limit` bytes.
 pub async fn get(client: &Client, bucket: &str, key: &str, limit: u64) -> Result<Vec<u8>, S3Error> {
-    let err = |message: String| S3Error::Get {
-        bucket: bucket.into(),
-        key: key.into(),
-        message,
-    };
+    let err = |message: String| S3Error::Get { bucket: bucket.into(), key: key.into(), message };
     let resp = client
         .get_object()
         .bucket(bucket)
@@ -112,22 +86,12 @@ pub async fn get(client: &Client, bucket: &str, key: &str, limit: u64) -> Result
         .map_err(|e| err(aws_sdk_s3::error::DisplayErrorContext(&e).to_string()))?;
     let len = resp.content_length().unwrap_or(0).max(0) as u64;
     if len > limit {
-        return Err(S3Error::TooLarge {
-            bucket: bucket.into(),
-            key: key.into(),
-            bytes: len,
-            limit,
-        });
+        return Err(S3Error::TooLarge { bucket: bucket.into(), key: key.into(), bytes: len, limit });
     }
     let body = resp.body.collect().await.map_err(|e| err(e.to_string()))?;
     let bytes = body.into_bytes().to_vec();
     if bytes.len() as u64 > limit {
-        return Err(S3Error::TooLarge {
-            bucket: bucket.into(),
-            key: key.into(),
-            bytes: bytes.len() as u64,
-            limit,
-        });
+        return Err(S3Error::TooLarge { bucket: bucket.into(), key: key.into(), bytes: bytes.len() as u64, limit });
     }
     Ok(bytes)
 }
@@ -137,16 +101,11 @@ pub async fn ensure_bucket(client: &Client, bucket: &str) -> Result<(), S3Error>
     if client.head_bucket().bucket(bucket).send().await.is_ok() {
         return Ok(());
     }
-    client
-        .create_bucket()
-        .bucket(bucket)
-        .send()
-        .await
-        .map_err(|e| S3Error::Put {
-            bucket: bucket.into(),
-            key: String::new(),
-            message: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
-        })?;
+    client.create_bucket().bucket(bucket).send().await.map_err(|e| S3Error::Put {
+        bucket: bucket.into(),
+        key: String::new(),
+        message: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
+    })?;
     Ok(())
 }
 

@@ -14,13 +14,9 @@ fn main() {
         std::process::exit(2);
     }
     let precision: Precision = args[2].parse().expect("dtype");
-    let (batch, seq, reps): (usize, usize, usize) = (
-        args[3].parse().unwrap(),
-        args[4].parse().unwrap(),
-        args[5].parse().unwrap(),
-    );
-    let model = SentenceEmbedder::load(std::path::Path::new(&args[1]), tch::Device::Cpu, precision)
-        .expect("load");
+    let (batch, seq, reps): (usize, usize, usize) =
+        (args[3].parse().unwrap(), args[4].parse().unwrap(), args[5].parse().unwrap());
+    let model = SentenceEmbedder::load(std::path::Path::new(&args[1]), tch::Device::Cpu, precision).expect("load");
     let seqs: Vec<Vec<u32>> = match args.get(6) {
         Some(path) => std::fs::read_to_string(path)
             .expect("read ids")
@@ -37,17 +33,7 @@ fn main() {
             })
             .collect(),
         None => (0..batch)
-            .map(|b| {
-                (0..seq)
-                    .map(|t| {
-                        if t == 0 {
-                            2
-                        } else {
-                            1000 + ((t * 7919 + b * 31) % 200_000) as u32
-                        }
-                    })
-                    .collect()
-            })
+            .map(|b| (0..seq).map(|t| if t == 0 { 2 } else { 1000 + ((t * 7919 + b * 31) % 200_000) as u32 }).collect())
             .collect(),
     };
     let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();

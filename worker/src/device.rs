@@ -27,9 +27,7 @@ impl FromStr for DeviceChoice {
             "cuda" => Ok(Self::Cuda(0)),
             _ => match s.strip_prefix("cuda:").map(str::parse) {
                 Some(Ok(n)) => Ok(Self::Cuda(n)),
-                _ => Err(format!(
-                    "unknown device {s:?} (expected auto, cpu, cuda or cuda:N)"
-                )),
+                _ => Err(format!("unknown device {s:?} (expected auto, cpu, cuda or cuda:N)")),
             },
         }
     }
@@ -53,13 +51,9 @@ pub fn load_cuda() -> Result<(), String> {
         .ok_or("libtorch_cpu.so is not mapped")?;
     let cuda_lib = std::path::Path::new(cpu_lib).with_file_name("libtorch_cuda.so");
     if !cuda_lib.exists() {
-        return Err(format!(
-            "{} not found (CPU-only libtorch)",
-            cuda_lib.display()
-        ));
+        return Err(format!("{} not found (CPU-only libtorch)", cuda_lib.display()));
     }
-    let c =
-        std::ffi::CString::new(cuda_lib.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?;
+    let c = std::ffi::CString::new(cuda_lib.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?;
     // SAFETY: dlopen with a valid C string; the handle is kept for the life of the process.
     let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
     if handle.is_null() {
@@ -68,9 +62,7 @@ pub fn load_cuda() -> Result<(), String> {
         let msg = if err.is_null() {
             "unknown error".into()
         } else {
-            unsafe { std::ffi::CStr::from_ptr(err) }
-                .to_string_lossy()
-                .into_owned()
+            unsafe { std::ffi::CStr::from_ptr(err) }.to_string_lossy().into_owned()
         };
         return Err(format!("dlopen {}: {msg}", cuda_lib.display()));
     }
@@ -85,12 +77,8 @@ pub fn resolve(choice: DeviceChoice) -> Result<Device, DeviceError> {
     };
     let available = tch::Cuda::is_available();
     match choice {
-        DeviceChoice::Cuda(n) if available && (n as i64) < tch::Cuda::device_count() => {
-            Ok(Device::Cuda(n))
-        }
-        DeviceChoice::Cuda(n) => Err(DeviceError::NoCuda(
-            cuda_reason.unwrap_or_else(|| format!("no CUDA device {n}")),
-        )),
+        DeviceChoice::Cuda(n) if available && (n as i64) < tch::Cuda::device_count() => Ok(Device::Cuda(n)),
+        DeviceChoice::Cuda(n) => Err(DeviceError::NoCuda(cuda_reason.unwrap_or_else(|| format!("no CUDA device {n}")))),
         _ if available => Ok(Device::Cuda(0)),
         _ => {
             if let Some(r) = cuda_reason {
@@ -114,10 +102,7 @@ pub fn default_precision(device: Device) -> Precision {
 fn cpu_has_amx() -> bool {
     std::fs::read_to_string("/proc/cpuinfo")
         .map(|s| {
-            s.lines()
-                .filter(|l| l.starts_with("flags"))
-                .take(1)
-                .any(|l| l.split_whitespace().any(|f| f == "amx_bf16"))
+            s.lines().filter(|l| l.starts_with("flags")).take(1).any(|l| l.split_whitespace().any(|f| f == "amx_bf16"))
         })
         .unwrap_or(false)
 }
@@ -129,9 +114,7 @@ pub fn precision(spec: &str, device: Device) -> Result<Precision, DeviceError> {
     }
     let p: Precision = spec.parse().map_err(DeviceError::Invalid)?;
     if p == Precision::F16 && device == Device::Cpu {
-        return Err(DeviceError::Invalid(
-            "fp16 is not supported on CPU; use bf16 or fp32".into(),
-        ));
+        return Err(DeviceError::Invalid("fp16 is not supported on CPU; use bf16 or fp32".into()));
     }
     Ok(p)
 }

@@ -43,9 +43,7 @@ impl std::str::FromStr for Precision {
             "fp32" | "f32" | "float32" => Ok(Precision::F32),
             "bf16" | "bfloat16" => Ok(Precision::Bf16),
             "fp16" | "f16" | "float16" => Ok(Precision::F16),
-            _ => Err(format!(
-                "unknown precision {s:?} (expected fp32, bf16 or fp16)"
-            )),
+            _ => Err(format!("unknown precision {s:?} (expected fp32, bf16 or fp16)")),
         }
     }
 }
@@ -110,14 +108,9 @@ pub struct SentenceEmbedder {
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, EmbedError> {
-    let raw = std::fs::read_to_string(path).map_err(|e| EmbedError::Layout {
-        path: path.into(),
-        message: e.to_string(),
-    })?;
-    serde_json::from_str(&raw).map_err(|e| EmbedError::Layout {
-        path: path.into(),
-        message: e.to_string(),
-    })
+    let raw =
+        std::fs::read_to_string(path).map_err(|e| EmbedError::Layout { path: path.into(), message: e.to_string() })?;
+    serde_json::from_str(&raw).map_err(|e| EmbedError::Layout { path: path.into(), message: e.to_string() })
 }
 
 impl SentenceEmbedder {
@@ -132,32 +125,22 @@ impl SentenceEmbedder {
         let tok_path = dir.join("tokenizer.json");
         let mut tokenizer = Tokenizer::from_file(&tok_path)
             .map_err(|e| EmbedError::Tokenizer(format!("{}: {e}", tok_path.display())))?;
-        tokenizer
-            .with_truncation(None)
-            .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        tokenizer.with_truncation(None).map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
         tokenizer.with_padding(None);
         let st_cfg = dir.join("config_sentence_transformers.json");
         let prompts = if st_cfg.exists() {
             let v: serde_json::Value = read_json(&st_cfg)?;
-            v.get("prompts")
-                .and_then(|p| p.as_object())
-                .cloned()
-                .unwrap_or_default()
+            v.get("prompts").and_then(|p| p.as_object()).cloned().unwrap_or_default()
         } else {
             Default::default()
         };
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "model".into());
-        Ok(Self {
-            encoder,
-            head,
-            tokenizer,
-            prompts,
-            name,
-            precision,
-        })
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+        Ok(Self { encoder, head, tokenizer, prompts, name, precision })
+    }
+
+    /// Sliding layers compute only the band (default) or a dense masked matrix (reference).
+    pub fn set_banded_attention(&mut self, on: bool) {
+        self.encoder.banded = on;
     }
 
     /// `name/precision`, recorded with every stored embedding.
@@ -175,23 +158,14 @@ impl SentenceEmbedder {
 
     /// Output dimension of the sentence embedding.
     pub fn dim(&self) -> usize {
-        self.head
-            .dense
-            .last()
-            .map(|d| d.weight.size()[0] as usize)
-            .unwrap_or(self.encoder.config.hidden_size)
+        self.head.dense.last().map(|d| d.weight.size()[0] as usize).unwrap_or(self.encoder.config.hidden_size)
     }
 
     /// Token ids (with special tokens) for `prompt_name`'s prompt followed by `text`.
     pub fn tokenize(&self, prompt_name: Option<&str>, text: &str) -> Result<Vec<u32>, EmbedError> {
-        let prompt = prompt_name
-            .and_then(|p| self.prompts.get(p))
-            .and_then(|p| p.as_str())
-            .unwrap_or("");
-        let enc = self
-            .tokenizer
-            .encode(format!("{prompt}{text}"), true)
-            .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        let prompt = prompt_name.and_then(|p| self.prompts.get(p)).and_then(|p| p.as_str()).unwrap_or("");
+        let enc =
+            self.tokenizer.encode(format!("{prompt}{text}"), true).map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
         Ok(enc.get_ids().to_vec())
     }
 
@@ -206,18 +180,11 @@ impl SentenceEmbedder {
             return Err(EmbedError::Empty);
         }
         if max > self.max_len() {
-            return Err(EmbedError::TooLong {
-                len: max,
-                max: self.max_len(),
-            });
+            return Err(EmbedError::TooLong { len: max, max: self.max_len() });
         }
         // an out-of-range id would be a device-side assert on CUDA, fatal to the process
         let vocab = self.encoder.config.vocab_size;
-        if let Some(&bad) = seqs
-            .iter()
-            .flat_map(|s| s.iter())
-            .find(|&&id| id as usize >= vocab)
-        {
+        if let Some(&bad) = seqs.iter().flat_map(|s| s.iter()).find(|&&id| id as usize >= vocab) {
             return Err(EmbedError::BadToken { id: bad, vocab });
         }
         let pad = self.encoder.config.pad_token_id;
@@ -243,20 +210,10 @@ impl SentenceEmbedder {
             .map_err(ModelError::from)?
             .f_to_device(device)
             .map_err(ModelError::from)?;
-        let hidden = self
-            .encoder
-            .forward(&ids, &valid)
-            .map_err(ModelError::from)?;
-        let pooled = self
-            .head
-            .forward(&hidden, &valid)
-            .map_err(ModelError::from)?;
+        let hidden = self.encoder.forward(&ids, &valid).map_err(ModelError::from)?;
+        let pooled = self.head.forward(&hidden, &valid).map_err(ModelError::from)?;
         let flat: Vec<f32> = Vec::<f32>::try_from(
-            pooled
-                .f_to_device(Device::Cpu)
-                .map_err(ModelError::from)?
-                .f_flatten(0, -1)
-                .map_err(ModelError::from)?,
+            pooled.f_to_device(Device::Cpu).map_err(ModelError::from)?.f_flatten(0, -1).map_err(ModelError::from)?,
         )
         .map_err(ModelError::from)?;
         let dim = flat.len() / seqs.len();
@@ -264,15 +221,8 @@ impl SentenceEmbedder {
     }
 
     /// Embed texts with a named prompt (`"query"`, `"document"`, ...).
-    pub fn embed_texts(
-        &self,
-        prompt_name: Option<&str>,
-        texts: &[&str],
-    ) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let ids = texts
-            .iter()
-            .map(|t| self.tokenize(prompt_name, t))
-            .collect::<Result<Vec<_>, _>>()?;
+    pub fn embed_texts(&self, prompt_name: Option<&str>, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let ids = texts.iter().map(|t| self.tokenize(prompt_name, t)).collect::<Result<Vec<_>, _>>()?;
         let refs: Vec<&[u32]> = ids.iter().map(|v| v.as_slice()).collect();
         self.embed(&refs)
     }
@@ -281,10 +231,7 @@ impl SentenceEmbedder {
 fn load_head(dir: &Path, device: Device, hidden: usize) -> Result<Head, EmbedError> {
     let modules_path = dir.join("modules.json");
     let modules: Vec<Module> = read_json(&modules_path)?;
-    let layout = |message: String| EmbedError::Layout {
-        path: modules_path.clone(),
-        message,
-    };
+    let layout = |message: String| EmbedError::Layout { path: modules_path.clone(), message };
     let mut dense = Vec::new();
     let mut normalize = false;
     let mut width = hidden;
@@ -295,21 +242,13 @@ fn load_head(dir: &Path, device: Device, hidden: usize) -> Result<Head, EmbedErr
             "Pooling" => {
                 let cfg: PoolingConfig = read_json(&dir.join(&m.path).join("config.json"))?;
                 if !cfg.pooling_mode_mean_tokens {
-                    return Err(layout(format!(
-                        "{}: only mean pooling is supported",
-                        m.path
-                    )));
+                    return Err(layout(format!("{}: only mean pooling is supported", m.path)));
                 }
             }
             "Dense" => {
                 let cfg: DenseConfig = read_json(&dir.join(&m.path).join("config.json"))?;
-                if !cfg.activation_function.is_empty()
-                    && !cfg.activation_function.ends_with("Identity")
-                {
-                    return Err(layout(format!(
-                        "{}: activation {} not supported",
-                        m.path, cfg.activation_function
-                    )));
+                if !cfg.activation_function.is_empty() && !cfg.activation_function.ends_with("Identity") {
+                    return Err(layout(format!("{}: activation {} not supported", m.path, cfg.activation_function)));
                 }
                 if cfg.in_features != width {
                     return Err(layout(format!(
@@ -317,17 +256,9 @@ fn load_head(dir: &Path, device: Device, hidden: usize) -> Result<Head, EmbedErr
                         m.path, cfg.in_features, width
                     )));
                 }
-                let mut w = Weights::load(
-                    &dir.join(&m.path).join("model.safetensors"),
-                    device,
-                    Kind::Float,
-                )?;
+                let mut w = Weights::load(&dir.join(&m.path).join("model.safetensors"), device, Kind::Float)?;
                 let weight = w.take("linear.weight", &[cfg.out_features, cfg.in_features])?;
-                let bias = if cfg.bias {
-                    Some(w.take("linear.bias", &[cfg.out_features])?)
-                } else {
-                    None
-                };
+                let bias = if cfg.bias { Some(w.take("linear.bias", &[cfg.out_features])?) } else { None };
                 dense.push(Dense { weight, bias });
                 width = cfg.out_features;
             }
@@ -346,19 +277,14 @@ impl Head {
         // masked_fill rather than multiply: 0 · NaN would still be NaN
         let h = h.f_masked_fill(&m.f_eq(0.0)?, 0.0)?;
         let sum = h.f_sum_dim_intlist(1, false, None::<Kind>)?;
-        let count = m
-            .f_sum_dim_intlist(1, false, None::<Kind>)?
-            .f_clamp_min(1.0)?;
+        let count = m.f_sum_dim_intlist(1, false, None::<Kind>)?.f_clamp_min(1.0)?;
         let mut x = sum.f_div(&count)?;
         for d in &self.dense {
             x = x.f_linear(&d.weight, d.bias.as_ref())?;
         }
         if self.normalize {
-            let norm = x
-                .f_pow_tensor_scalar(2)?
-                .f_sum_dim_intlist(-1, true, None::<Kind>)?
-                .f_sqrt()?
-                .f_clamp_min(1e-12)?;
+            let norm =
+                x.f_pow_tensor_scalar(2)?.f_sum_dim_intlist(-1, true, None::<Kind>)?.f_sqrt()?.f_clamp_min(1e-12)?;
             x = x.f_div(&norm)?;
         }
         Ok(x)

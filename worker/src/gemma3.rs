@@ -62,11 +62,7 @@ pub enum ModelError {
     #[error("weight {0} missing from the checkpoint")]
     MissingWeight(String),
     #[error("weight {name} has shape {got:?}, expected {want:?}")]
-    Shape {
-        name: String,
-        got: Vec<i64>,
-        want: Vec<i64>,
-    },
+    Shape { name: String, got: Vec<i64>, want: Vec<i64> },
     #[error("torch: {0}")]
     Torch(#[from] TchError),
 }
@@ -87,10 +83,7 @@ impl Config {
     }
 
     pub fn from_file(path: &Path) -> Result<Self, ModelError> {
-        let read_err = |message: String| ModelError::Read {
-            path: path.display().to_string(),
-            message,
-        };
+        let read_err = |message: String| ModelError::Read { path: path.display().to_string(), message };
         let raw = std::fs::read_to_string(path).map_err(|e| read_err(e.to_string()))?;
         let cfg: Config = serde_json::from_str(&raw).map_err(|e| read_err(e.to_string()))?;
         if cfg.layer_types.len() != cfg.num_hidden_layers {
@@ -101,15 +94,10 @@ impl Config {
             )));
         }
         if cfg.hidden_activation != "gelu_pytorch_tanh" {
-            return Err(ModelError::Unsupported(format!(
-                "hidden_activation {}",
-                cfg.hidden_activation
-            )));
+            return Err(ModelError::Unsupported(format!("hidden_activation {}", cfg.hidden_activation)));
         }
         if cfg.num_attention_heads % cfg.num_key_value_heads != 0 {
-            return Err(ModelError::Unsupported(
-                "heads not a multiple of KV heads".into(),
-            ));
+            return Err(ModelError::Unsupported("heads not a multiple of KV heads".into()));
         }
         Ok(cfg)
     }
@@ -124,15 +112,9 @@ pub struct Weights {
 
 impl Weights {
     pub fn load(path: &Path, device: Device, kind: Kind) -> Result<Self, ModelError> {
-        let tensors = Tensor::read_safetensors(path).map_err(|e| ModelError::Read {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        Ok(Self {
-            map: tensors.into_iter().collect(),
-            device,
-            kind,
-        })
+        let tensors = Tensor::read_safetensors(path)
+            .map_err(|e| ModelError::Read { path: path.display().to_string(), message: e.to_string() })?;
+        Ok(Self { map: tensors.into_iter().collect(), device, kind })
     }
 
     /// Take `name`, check its shape, move it to the device in the model's precision.
@@ -140,23 +122,11 @@ impl Weights {
         self.take_as(name, shape, self.kind)
     }
 
-    pub fn take_as(
-        &mut self,
-        name: &str,
-        shape: &[usize],
-        kind: Kind,
-    ) -> Result<Tensor, ModelError> {
-        let t = self
-            .map
-            .remove(name)
-            .ok_or_else(|| ModelError::MissingWeight(name.into()))?;
+    pub fn take_as(&mut self, name: &str, shape: &[usize], kind: Kind) -> Result<Tensor, ModelError> {
+        let t = self.map.remove(name).ok_or_else(|| ModelError::MissingWeight(name.into()))?;
         let want: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
         if t.size() != want {
-            return Err(ModelError::Shape {
-                name: name.into(),
-                got: t.size(),
-                want,
-            });
+            return Err(ModelError::Shape { name: name.into(), got: t.size(), want });
         }
         Ok(t.f_to_device(self.device)?.f_to_kind(kind)?)
     }
@@ -171,20 +141,13 @@ struct RmsNorm {
 impl RmsNorm {
     fn load(w: &mut Weights, name: &str, dim: usize, eps: f64) -> Result<Self, ModelError> {
         let weight = w.take_as(name, &[dim], Kind::Float)?;
-        Ok(Self {
-            scale: weight.f_add_scalar(1.0)?,
-            eps,
-        })
+        Ok(Self { scale: weight.f_add_scalar(1.0)?, eps })
     }
 
     fn forward(&self, x: &Tensor) -> R<Tensor> {
         let xf = x.f_to_kind(Kind::Float)?;
-        let var = xf
-            .f_pow_tensor_scalar(2)?
-            .f_mean_dim(-1, true, None::<Kind>)?;
-        xf.f_mul(&var.f_add_scalar(self.eps)?.f_rsqrt()?)?
-            .f_mul(&self.scale)?
-            .f_to_kind(x.kind())
+        let var = xf.f_pow_tensor_scalar(2)?.f_mean_dim(-1, true, None::<Kind>)?;
+        xf.f_mul(&var.f_add_scalar(self.eps)?.f_rsqrt()?)?.f_mul(&self.scale)?.f_to_kind(x.kind())
     }
 }
 
@@ -195,11 +158,10 @@ struct Rope {
 
 impl Rope {
     fn new(theta: f64, head_dim: usize, device: Device) -> R<Self> {
-        let exps = Tensor::f_arange_start_step(0, head_dim as i64, 2, (Kind::Float, device))?
-            .f_div_scalar(head_dim as f64)?;
-        let inv_freq = Tensor::f_full(&[head_dim as i64 / 2], theta, (Kind::Float, device))?
-            .f_pow(&exps)?
-            .f_reciprocal()?;
+        let exps =
+            Tensor::f_arange_start_step(0, head_dim as i64, 2, (Kind::Float, device))?.f_div_scalar(head_dim as f64)?;
+        let inv_freq =
+            Tensor::f_full(&[head_dim as i64 / 2], theta, (Kind::Float, device))?.f_pow(&exps)?.f_reciprocal()?;
         Ok(Self { inv_freq })
     }
 
@@ -236,12 +198,7 @@ struct Attention {
 
 impl Attention {
     fn load(w: &mut Weights, p: &str, c: &Config) -> Result<Self, ModelError> {
-        let (h, d, q, kv) = (
-            c.hidden_size,
-            c.head_dim,
-            c.num_attention_heads,
-            c.num_key_value_heads,
-        );
+        let (h, d, q, kv) = (c.hidden_size, c.head_dim, c.num_attention_heads, c.num_key_value_heads);
         Ok(Self {
             q_proj: w.take(&format!("{p}.q_proj.weight"), &[q * d, h])?,
             k_proj: w.take(&format!("{p}.k_proj.weight"), &[kv * d, h])?,
@@ -256,59 +213,64 @@ impl Attention {
         })
     }
 
-    /// `x`: `[batch, len, hidden]`; `mask`: bool, broadcastable to `[batch, 1, len, len]`.
-    fn forward(&self, x: &Tensor, rope: &(Tensor, Tensor), mask: &Tensor) -> R<Tensor> {
+    /// `x`: `[batch, len, hidden]`.
+    fn forward(&self, x: &Tensor, rope: &(Tensor, Tensor), mask: &Mask) -> R<Tensor> {
         let (b, l) = (x.size()[0], x.size()[1]);
         let project = |w: &Tensor, heads: i64, norm: Option<&RmsNorm>| -> R<Tensor> {
-            let t = x
-                .f_linear(w, None::<Tensor>)?
-                .f_view([b, l, heads, self.head_dim])?;
+            let t = x.f_linear(w, None::<Tensor>)?.f_view([b, l, heads, self.head_dim])?;
             let t = match norm {
                 Some(n) => n.forward(&t)?,
                 None => t,
             };
             t.f_transpose(1, 2)
         };
-        let q = apply_rope(
-            &project(&self.q_proj, self.heads, Some(&self.q_norm))?,
-            &rope.0,
-            &rope.1,
-        )?;
-        let k = apply_rope(
-            &project(&self.k_proj, self.kv_heads, Some(&self.k_norm))?,
-            &rope.0,
-            &rope.1,
-        )?;
+        let q = apply_rope(&project(&self.q_proj, self.heads, Some(&self.q_norm))?, &rope.0, &rope.1)?;
+        let k = apply_rope(&project(&self.k_proj, self.kv_heads, Some(&self.k_norm))?, &rope.0, &rope.1)?;
         let v = project(&self.v_proj, self.kv_heads, None)?;
-        // grouped-query attention: every query head of a group reads the same K/V head
-        let group = [b, self.heads, l, self.head_dim];
-        let (k, v) = if self.kv_heads == self.heads {
-            (k, v)
-        } else {
-            let rep = self.heads / self.kv_heads;
-            let k = k
-                .f_unsqueeze(2)?
-                .f_expand([b, self.kv_heads, rep, l, self.head_dim], false)?
-                .f_reshape(group)?;
-            let v = v
-                .f_unsqueeze(2)?
-                .f_expand([b, self.kv_heads, rep, l, self.head_dim], false)?
-                .f_reshape(group)?;
-            (k, v)
+        let out = match mask {
+            Mask::Dense(m) => {
+                let (k, v) = (self.share_kv(&k)?, self.share_kv(&v)?);
+                Tensor::f_scaled_dot_product_attention(&q, &k, &v, Some(m), 0.0, false, self.scale, false)?
+            }
+            Mask::Banded { block, mask } => self.banded(&q, &k, &v, *block, mask)?,
         };
-        let out = Tensor::f_scaled_dot_product_attention(
-            &q,
-            &k,
-            &v,
-            Some(mask),
-            0.0,
-            false,
-            self.scale,
-            false,
-        )?;
-        out.f_transpose(1, 2)?
-            .f_reshape([b, l, self.heads * self.head_dim])?
-            .f_linear(&self.o_proj, None::<Tensor>)
+        out.f_transpose(1, 2)?.f_reshape([b, l, self.heads * self.head_dim])?.f_linear(&self.o_proj, None::<Tensor>)
+    }
+
+    /// Grouped-query attention: every query head of a group reads the same K/V head.
+    /// `[n, kv_heads, len, head_dim]` → `[n, heads, len, head_dim]`.
+    fn share_kv(&self, t: &Tensor) -> R<Tensor> {
+        if self.kv_heads == self.heads {
+            return Ok(t.shallow_clone());
+        }
+        let (n, len) = (t.size()[0], t.size()[2]);
+        let rep = self.heads / self.kv_heads;
+        t.f_unsqueeze(2)?.f_expand([n, self.kv_heads, rep, len, self.head_dim], false)?.f_reshape([
+            n,
+            self.heads,
+            len,
+            self.head_dim,
+        ])
+    }
+
+    /// Sliding-window attention that computes only the band: the sequence is cut into blocks
+    /// of `block` queries, and each block attends to itself and its two neighbour blocks
+    /// (`3 × block` keys) instead of all `len` keys. Exact when `block ≥ reach − 1`.
+    fn banded(&self, q: &Tensor, k: &Tensor, v: &Tensor, block: i64, mask: &Tensor) -> R<Tensor> {
+        let (b, h, l, d) = (q.size()[0], self.heads, q.size()[2], self.head_dim);
+        let nb = l / block;
+        // [b, h, l, d] → [b·nb, h, block, d]
+        let qb = q.f_view([b, h, nb, block, d])?.f_transpose(1, 2)?.f_reshape([b * nb, h, block, d])?;
+        // keys of blocks i−1, i, i+1: pad one block on each side, then a sliding view
+        let neighbours = |t: &Tensor| -> R<Tensor> {
+            let kv = t.size()[1];
+            let w = t.f_constant_pad_nd([0, 0, block, block])?.f_unfold(2, 3 * block, block)?; // [b, kv, nb, d, 3·block]
+            let w = w.f_permute([0, 2, 1, 4, 3])?.f_reshape([b * nb, kv, 3 * block, d])?;
+            self.share_kv(&w)
+        };
+        let (kb, vb) = (neighbours(k)?, neighbours(v)?);
+        let out = Tensor::f_scaled_dot_product_attention(&qb, &kb, &vb, Some(mask), 0.0, false, self.scale, false)?;
+        out.f_view([b, nb, h, block, d])?.f_transpose(1, 2)?.f_reshape([b, h, l, d])
     }
 }
 
@@ -331,8 +293,7 @@ impl Mlp {
 
     fn forward(&self, x: &Tensor) -> R<Tensor> {
         let gate = x.f_linear(&self.gate, None::<Tensor>)?.f_gelu("tanh")?;
-        gate.f_mul(&x.f_linear(&self.up, None::<Tensor>)?)?
-            .f_linear(&self.down, None::<Tensor>)
+        gate.f_mul(&x.f_linear(&self.up, None::<Tensor>)?)?.f_linear(&self.down, None::<Tensor>)
     }
 }
 
@@ -349,9 +310,8 @@ struct Layer {
 impl Layer {
     fn load(w: &mut Weights, i: usize, c: &Config) -> Result<Self, ModelError> {
         let p = format!("layers.{i}");
-        let norm = |w: &mut Weights, n: &str| {
-            RmsNorm::load(w, &format!("{p}.{n}.weight"), c.hidden_size, c.rms_norm_eps)
-        };
+        let norm =
+            |w: &mut Weights, n: &str| RmsNorm::load(w, &format!("{p}.{n}.weight"), c.hidden_size, c.rms_norm_eps);
         Ok(Self {
             kind: c.layer_types[i],
             input_norm: norm(w, "input_layernorm")?,
@@ -363,18 +323,20 @@ impl Layer {
         })
     }
 
-    fn forward(&self, x: &Tensor, rope: &(Tensor, Tensor), mask: &Tensor) -> R<Tensor> {
-        let h = self.post_attn_norm.forward(&self.attn.forward(
-            &self.input_norm.forward(x)?,
-            rope,
-            mask,
-        )?)?;
+    fn forward(&self, x: &Tensor, rope: &(Tensor, Tensor), mask: &Mask) -> R<Tensor> {
+        let h = self.post_attn_norm.forward(&self.attn.forward(&self.input_norm.forward(x)?, rope, mask)?)?;
         let x = x.f_add(&h)?;
-        let h = self
-            .post_ffw_norm
-            .forward(&self.mlp.forward(&self.pre_ffw_norm.forward(&x)?)?)?;
+        let h = self.post_ffw_norm.forward(&self.mlp.forward(&self.pre_ffw_norm.forward(&x)?)?)?;
         x.f_add(&h)
     }
+}
+
+/// Which keys each query may attend to.
+enum Mask {
+    /// Boolean `[batch, 1, len, len]`.
+    Dense(Tensor),
+    /// Boolean `[batch · blocks, 1, block, 3 · block]` (see [`Attention::banded`]).
+    Banded { block: i64, mask: Tensor },
 }
 
 /// The encoder: token ids in, final hidden states out.
@@ -388,28 +350,20 @@ pub struct Gemma3Encoder {
     rope_local: Rope,
     device: Device,
     kind: Kind,
+    /// Compute only the band on sliding layers (default); `false` uses a dense masked matrix.
+    pub banded: bool,
 }
 
 impl Gemma3Encoder {
     pub fn load(config: Config, weights: &mut Weights) -> Result<Self, ModelError> {
         let (device, kind) = (weights.device, weights.kind);
-        let embed_tokens = weights.take(
-            "embed_tokens.weight",
-            &[config.vocab_size, config.hidden_size],
-        )?;
+        let embed_tokens = weights.take("embed_tokens.weight", &[config.vocab_size, config.hidden_size])?;
         // HF keeps √hidden as a tensor cast to the weights' dtype (rounded in bf16).
-        let embed_scale = Tensor::f_from_slice(&[(config.hidden_size as f64).sqrt()])?
-            .f_to_kind(kind)?
-            .f_to_device(device)?;
-        let layers = (0..config.num_hidden_layers)
-            .map(|i| Layer::load(weights, i, &config))
-            .collect::<Result<Vec<_>, _>>()?;
-        let norm = RmsNorm::load(
-            weights,
-            "norm.weight",
-            config.hidden_size,
-            config.rms_norm_eps,
-        )?;
+        let embed_scale =
+            Tensor::f_from_slice(&[(config.hidden_size as f64).sqrt()])?.f_to_kind(kind)?.f_to_device(device)?;
+        let layers =
+            (0..config.num_hidden_layers).map(|i| Layer::load(weights, i, &config)).collect::<Result<_, _>>()?;
+        let norm = RmsNorm::load(weights, "norm.weight", config.hidden_size, config.rms_norm_eps)?;
         let rope_global = Rope::new(config.rope_theta, config.head_dim, device)?;
         let rope_local = Rope::new(config.rope_local_base_freq, config.head_dim, device)?;
         Ok(Self {
@@ -422,6 +376,7 @@ impl Gemma3Encoder {
             rope_local,
             device,
             kind,
+            banded: true,
         })
     }
 
@@ -437,40 +392,84 @@ impl Gemma3Encoder {
     /// tokens. Returns `[batch, len, hidden]` in the model's precision.
     pub fn forward(&self, ids: &Tensor, valid: &Tensor) -> R<Tensor> {
         let len = ids.size()[1];
-        let mut x = Tensor::f_embedding(&self.embed_tokens, ids, -1, false, false)?
-            .f_mul(&self.embed_scale)?;
-        let (full_mask, sliding_mask) = self.masks(valid, len)?;
-        let rope_global = self.rope_global.tables(len, self.kind)?;
-        let rope_local = self.rope_local.tables(len, self.kind)?;
+        // Banded attention needs whole blocks: pad with masked tokens, cut them off at the end.
+        let block = self.band_block(len);
+        let padded = block.map(|b| (len + b - 1) / b * b).unwrap_or(len);
+        let (ids, valid) = if padded > len {
+            let extra = [0, padded - len];
+            (ids.f_constant_pad_nd(extra)?, valid.f_constant_pad_nd(extra)?)
+        } else {
+            (ids.shallow_clone(), valid.shallow_clone())
+        };
+        let mut x = Tensor::f_embedding(&self.embed_tokens, &ids, -1, false, false)?.f_mul(&self.embed_scale)?;
+        let full_mask = Mask::Dense(self.full_mask(&valid, padded)?);
+        let sliding_mask = match block {
+            Some(b) => Mask::Banded { block: b, mask: self.band_mask(&valid, padded, b)? },
+            None => Mask::Dense(self.sliding_mask(&valid, padded)?),
+        };
+        let rope_global = self.rope_global.tables(padded, self.kind)?;
+        let rope_local = self.rope_local.tables(padded, self.kind)?;
         for layer in &self.layers {
             x = match layer.kind {
                 LayerType::FullAttention => layer.forward(&x, &rope_global, &full_mask)?,
                 LayerType::SlidingAttention => layer.forward(&x, &rope_local, &sliding_mask)?,
             };
         }
-        self.norm.forward(&x)
+        self.norm.forward(&x)?.f_narrow(1, 0, len)
     }
 
-    /// Boolean masks `[batch, 1, len, len]` (true = may attend) for full and sliding layers.
-    fn masks(&self, valid: &Tensor, len: i64) -> R<(Tensor, Tensor)> {
-        let keys = valid.f_unsqueeze(1)?.f_unsqueeze(1)?; // [b, 1, 1, len]
+    /// Block size for banded sliding attention, when it saves work at this length: blocks of
+    /// `reach − 1` queries see `3 × block` keys, worth it once the sequence spans 4 blocks.
+    fn band_block(&self, len: i64) -> Option<i64> {
+        if !self.banded || !self.config.use_bidirectional_attention {
+            return None;
+        }
+        let block = (self.config.window_reach() as i64 - 1).max(1);
+        (len >= 4 * block).then_some(block)
+    }
+
+    /// Positions `(i, j)` as `[len, 1]` and `[1, len]` int64 tensors.
+    fn positions(&self, len: i64) -> R<(Tensor, Tensor)> {
         let pos = Tensor::f_arange(len, (Kind::Int64, self.device))?;
-        let i = pos.f_unsqueeze(1)?; // query positions
-        let j = pos.f_unsqueeze(0)?; // key positions
-        let window = self.config.window_reach() as i64;
-        let (full, band) = if self.config.use_bidirectional_attention {
-            let band = i.f_sub(&j)?.f_abs()?.f_lt(window)?;
-            (keys.shallow_clone(), band)
-        } else {
-            let causal = j.f_le_tensor(&i)?;
-            let band = causal.f_logical_and(&i.f_sub(&j)?.f_lt(window)?)?;
-            (keys.f_logical_and(&causal)?, band)
-        };
+        Ok((pos.f_unsqueeze(1)?, pos.f_unsqueeze(0)?))
+    }
+
+    /// Full layers: every real key (only earlier ones when causal). `[batch, 1, len, len]`.
+    fn full_mask(&self, valid: &Tensor, len: i64) -> R<Tensor> {
+        let keys = valid.f_unsqueeze(1)?.f_unsqueeze(1)?; // [b, 1, 1, len]
+        let (i, j) = self.positions(len)?;
+        let allowed =
+            if self.config.use_bidirectional_attention { keys } else { keys.f_logical_and(&j.f_le_tensor(&i)?)? };
         // Padding queries also see themselves, so no softmax row is empty: an all-masked row
         // would be NaN, and a NaN value vector poisons real rows even at weight 0.
-        let diagonal = i.f_eq_tensor(&j)?;
-        let full = full.f_logical_or(&diagonal)?;
-        let sliding = keys.f_logical_and(&band)?.f_logical_or(&diagonal)?;
-        Ok((full, sliding))
+        allowed.f_logical_or(&i.f_eq_tensor(&j)?)
+    }
+
+    /// Sliding layers, dense form: real keys within the window. `[batch, 1, len, len]`.
+    fn sliding_mask(&self, valid: &Tensor, len: i64) -> R<Tensor> {
+        let keys = valid.f_unsqueeze(1)?.f_unsqueeze(1)?;
+        let (i, j) = self.positions(len)?;
+        let reach = self.config.window_reach() as i64;
+        let band = if self.config.use_bidirectional_attention {
+            i.f_sub(&j)?.f_abs()?.f_lt(reach)?
+        } else {
+            j.f_le_tensor(&i)?.f_logical_and(&i.f_sub(&j)?.f_lt(reach)?)?
+        };
+        keys.f_logical_and(&band)?.f_logical_or(&i.f_eq_tensor(&j)?)
+    }
+
+    /// Sliding layers, banded form: for each block of queries, its `3 × block` neighbour keys.
+    /// `[batch · blocks, 1, block, 3 · block]`.
+    fn band_mask(&self, valid: &Tensor, len: i64, block: i64) -> R<Tensor> {
+        let (b, nb) = (valid.size()[0], len / block);
+        let reach = self.config.window_reach() as i64;
+        // query qi of a block sits at offset qi + block among its 3·block neighbour keys
+        let qi = Tensor::f_arange(block, (Kind::Int64, self.device))?.f_unsqueeze(1)?.f_add_scalar(block)?;
+        let kj = Tensor::f_arange(3 * block, (Kind::Int64, self.device))?.f_unsqueeze(0)?;
+        let band = qi.f_sub(&kj)?.f_abs()?.f_lt(reach)?; // [block, 3·block]
+        let own = qi.f_eq_tensor(&kj)?;
+        // keys beyond either end of the sequence are padding (false)
+        let keys = valid.f_constant_pad_nd([block, block])?.f_unfold(1, 3 * block, block)?; // [b, nb, 3·block]
+        keys.f_unsqueeze(2)?.f_logical_and(&band)?.f_logical_or(&own)?.f_reshape([b * nb, 1, block, 3 * block])
     }
 }

@@ -8,8 +8,9 @@
 //! ```
 //! A chunk is acknowledged only after its result is confirmed by the broker, so a crash at
 //! any point redelivers it (at-least-once; the aggregator's writes are idempotent). A message
-//! that cannot be decoded, or that the model rejects on its own, is rejected without requeue
-//! and dead-lettered. A batch that fails as a whole (out of memory) is split and retried.
+//! that cannot be decoded is rejected without requeue and dead-lettered. A batch that fails
+//! as a whole (out of memory) is split and retried; a chunk the model rejects on its own
+//! becomes a `Failed` result, so its document ends `failed` with the reason.
 //!
 //! [`gemma3`] is the model, [`embedder`] the sentence-transformers pipeline around it,
 //! [`device`] picks CPU or CUDA and the precision.
@@ -21,7 +22,7 @@ pub mod gemma3;
 use std::time::{Duration, Instant};
 
 use docpipe_common::amqp::{self, AmqpError, Publisher, Topology};
-use docpipe_common::messages::{ChunkResult, ChunkTask, SCHEMA_VERSION};
+use docpipe_common::messages::{ChunkOutcome, ChunkResult, ChunkTask, SCHEMA_VERSION};
 use futures_util::StreamExt;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicRejectOptions};
@@ -43,11 +44,7 @@ pub struct WorkerConfig {
 
 impl Default for WorkerConfig {
     fn default() -> Self {
-        Self {
-            max_batch_tokens: 8192,
-            max_wait: Duration::from_millis(75),
-            prefetch: 32,
-        }
+        Self { max_batch_tokens: 8192, max_wait: Duration::from_millis(75), prefetch: 32 }
     }
 }
 
@@ -117,40 +114,29 @@ pub async fn run(
     let results_queue = topology.results();
     let publish = tokio::spawn(async move {
         while let Some(done) = done_rx.recv().await {
-            let mut ok = Vec::new();
-            for d in done {
-                match d.result {
-                    Ok(embedding) => {
-                        let input_tokens = d.job.task.input_ids.len() as u32;
-                        ok.push((d.job, embedding, input_tokens));
-                    }
-                    Err(why) => {
-                        error!(run_id = %d.job.task.meta.run_id, document_id = %d.job.task.meta.document_id, chunk = d.job.task.meta.index,
-                               error = %why, "chunk rejected by the model; dead-lettering it");
-                        d.job
-                            .delivery
-                            .reject(BasicRejectOptions { requeue: false })
-                            .await
-                            .map_err(WorkerError::Consume)?;
-                    }
-                }
-            }
-            let results: Vec<ChunkResult> = ok
+            let results: Vec<ChunkResult> = done
                 .iter()
-                .map(|(job, emb, n)| ChunkResult {
-                    schema: SCHEMA_VERSION,
-                    meta: job.task.meta.clone(),
-                    embedding: emb.clone(),
-                    model: label.clone(),
-                    input_tokens: *n,
+                .map(|d| {
+                    let outcome = match &d.result {
+                        Ok(embedding) => ChunkOutcome::Embedded { embedding: embedding.clone() },
+                        Err(error) => {
+                            let m = &d.job.task.meta;
+                            error!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, %error, "chunk rejected by the model");
+                            ChunkOutcome::Failed { error: error.clone() }
+                        }
+                    };
+                    ChunkResult {
+                        schema: SCHEMA_VERSION,
+                        meta: d.job.task.meta.clone(),
+                        model: label.clone(),
+                        input_tokens: d.job.task.input_ids.len() as u32,
+                        outcome,
+                    }
                 })
                 .collect();
             publisher.publish_all(&results_queue, &results).await?;
-            for (job, _, _) in ok {
-                job.delivery
-                    .ack(BasicAckOptions::default())
-                    .await
-                    .map_err(WorkerError::Consume)?;
+            for d in done {
+                d.job.delivery.ack(BasicAckOptions::default()).await.map_err(WorkerError::Consume)?;
             }
         }
         Ok::<(), WorkerError>(())
@@ -184,10 +170,7 @@ pub async fn run(
         }
         if !batch.is_empty() {
             debug!(chunks = batch.len(), tokens, "batch assembled");
-            batch_tx
-                .send(batch)
-                .await
-                .map_err(|_| WorkerError::ModelGone)?;
+            batch_tx.send(batch).await.map_err(|_| WorkerError::ModelGone)?;
         }
     }
     // Stop taking deliveries; what was fetched but not batched is requeued by the broker when
@@ -204,23 +187,15 @@ pub async fn run(
 /// Parse a delivery; a poison message is rejected (dead-lettered) and yields `None`.
 async fn decode(delivery: Delivery) -> Result<Option<Job>, WorkerError> {
     match serde_json::from_slice::<ChunkTask>(&delivery.data) {
-        Ok(task) if task.schema == SCHEMA_VERSION && !task.input_ids.is_empty() => {
-            Ok(Some(Job { delivery, task }))
-        }
+        Ok(task) if task.schema == SCHEMA_VERSION && !task.input_ids.is_empty() => Ok(Some(Job { delivery, task })),
         Ok(task) => {
             warn!(schema = task.schema, document_id = %task.meta.document_id, "chunk message with unsupported schema or no tokens; dead-lettering it");
-            delivery
-                .reject(BasicRejectOptions { requeue: false })
-                .await
-                .map_err(WorkerError::Consume)?;
+            delivery.reject(BasicRejectOptions { requeue: false }).await.map_err(WorkerError::Consume)?;
             Ok(None)
         }
         Err(e) => {
             warn!(error = %e, bytes = delivery.data.len(), "undecodable chunk message; dead-lettering it");
-            delivery
-                .reject(BasicRejectOptions { requeue: false })
-                .await
-                .map_err(WorkerError::Consume)?;
+            delivery.reject(BasicRejectOptions { requeue: false }).await.map_err(WorkerError::Consume)?;
             Ok(None)
         }
     }
@@ -240,10 +215,7 @@ fn embed_batch(model: &SentenceEmbedder, mut jobs: Vec<Job>, max_tokens: usize) 
         while end < jobs.len() && jobs[end].task.input_ids.len() * (end - start + 1) <= max_tokens {
             end += 1;
         }
-        let seqs: Vec<&[u32]> = jobs[start..end]
-            .iter()
-            .map(|j| j.task.input_ids.as_slice())
-            .collect();
+        let seqs: Vec<&[u32]> = jobs[start..end].iter().map(|j| j.task.input_ids.as_slice()).collect();
         results.extend(embed_or_split(model, &seqs));
         start = end;
     }
@@ -255,10 +227,7 @@ fn embed_batch(model: &SentenceEmbedder, mut jobs: Vec<Job>, max_tokens: usize) 
         tokens_per_s = total as f64 / secs.max(1e-9),
         "batch embedded"
     );
-    jobs.into_iter()
-        .zip(results)
-        .map(|(job, result)| Done { job, result })
-        .collect()
+    jobs.into_iter().zip(results).map(|(job, result)| Done { job, result }).collect()
 }
 
 fn embed_or_split(model: &SentenceEmbedder, seqs: &[&[u32]]) -> Vec<Result<Vec<f32>, String>> {

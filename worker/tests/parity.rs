@@ -24,23 +24,17 @@ struct Case {
 }
 
 fn golden() -> Golden {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/embeddinggemma-300m.json");
-    serde_json::from_str(&std::fs::read_to_string(&path).expect("read golden file"))
-        .expect("parse golden file")
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/embeddinggemma-300m.json");
+    serde_json::from_str(&std::fs::read_to_string(&path).expect("read golden file")).expect("parse golden file")
 }
 
 fn model_dir() -> PathBuf {
-    let dir = std::env::var_os("DOCPIPE_MODEL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let home = std::env::var_os("DOCPIPE_HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| {
-                    PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/docpipe")
-                });
-            home.join("embeddinggemma-300m")
-        });
+    let dir = std::env::var_os("DOCPIPE_MODEL").map(PathBuf::from).unwrap_or_else(|| {
+        let home = std::env::var_os("DOCPIPE_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/docpipe"));
+        home.join("embeddinggemma-300m")
+    });
     assert!(
         dir.join("model.safetensors").exists(),
         "model not found at {} — run `make model` or set DOCPIPE_MODEL",
@@ -61,48 +55,26 @@ fn check(precision: Precision, bound: f64) {
     let g = golden();
     assert_eq!(g.model_safetensors_sha256.len(), 64);
     let model = SentenceEmbedder::load(&model_dir(), Device::Cpu, precision).expect("load model");
-    assert!(
-        g.cases.iter().any(|c| c.input_ids.len() > 1024),
-        "golden set needs a case longer than the 512 window"
-    );
+    assert!(g.cases.iter().any(|c| c.input_ids.len() > 1024), "golden set needs a case longer than the 512 window");
     let mut ids = Vec::new();
     for case in &g.cases {
-        let got = model
-            .tokenize(Some(&case.prompt_name), &case.text)
-            .expect("tokenize");
-        assert_eq!(
-            got, case.input_ids,
-            "{}: token ids differ from the reference",
-            case.name
-        );
+        let got = model.tokenize(Some(&case.prompt_name), &case.text).expect("tokenize");
+        assert_eq!(got, case.input_ids, "{}: token ids differ from the reference", case.name);
         ids.push(got);
     }
     let mut worst = 1.0f64;
     for (case, ids) in g.cases.iter().zip(&ids) {
         let emb = model.embed(&[ids.as_slice()]).expect("embed").remove(0);
         let cos = cosine(&emb, &case.embedding);
-        eprintln!(
-            "{:?} {:<18} {:>5} tokens  cosine {cos:.7}",
-            precision,
-            case.name,
-            ids.len()
-        );
-        assert!(
-            cos >= bound,
-            "{}: {precision:?} cosine {cos} < {bound}",
-            case.name
-        );
+        eprintln!("{:?} {:<18} {:>5} tokens  cosine {cos:.7}", precision, case.name, ids.len());
+        assert!(cos >= bound, "{}: {precision:?} cosine {cos} < {bound}", case.name);
         worst = worst.min(cos);
     }
     let batch: Vec<&[u32]> = ids.iter().map(|v| v.as_slice()).collect();
     let embs = model.embed(&batch).expect("embed batch");
     for (case, emb) in g.cases.iter().zip(&embs) {
         let cos = cosine(emb, &case.embedding);
-        assert!(
-            cos >= bound,
-            "{} in a padded batch: {precision:?} cosine {cos} < {bound}",
-            case.name
-        );
+        assert!(cos >= bound, "{} in a padded batch: {precision:?} cosine {cos} < {bound}", case.name);
         worst = worst.min(cos);
     }
     eprintln!("{precision:?}: worst cosine {worst:.7} (bound {bound})");
@@ -116,4 +88,26 @@ fn fp32_matches_sentence_transformers() {
 #[test]
 fn bf16_matches_sentence_transformers() {
     check(Precision::Bf16, 0.999);
+}
+
+/// The banded sliding-window attention gives the same outputs as the dense masked version,
+/// alone and in a padded batch with sequences of different lengths.
+#[test]
+fn banded_attention_equals_dense_masked_attention() {
+    let g = golden();
+    let mut model = SentenceEmbedder::load(&model_dir(), Device::Cpu, Precision::F32).expect("load model");
+    let long = g.cases.iter().find(|c| c.input_ids.len() > 1024).expect("a long case");
+    // a batch: the long case, a shorter prefix of it, and a short case (padding inside blocks)
+    let prefix: Vec<u32> = long.input_ids[..1100].to_vec();
+    let short = &g.cases[0].input_ids;
+    let batch: Vec<&[u32]> = vec![&long.input_ids, &prefix, short];
+    let banded = model.embed(&batch).expect("banded");
+    model.set_banded_attention(false);
+    let dense = model.embed(&batch).expect("dense");
+    for (i, (a, b)) in banded.iter().zip(&dense).enumerate() {
+        let cos = cosine(a, b);
+        let max_diff = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+        eprintln!("sequence {i}: banded vs dense cosine {cos:.9}, max |diff| {max_diff:.2e}");
+        assert!(cos > 0.999_999 && max_diff < 1e-4, "sequence {i}: banded attention differs from dense");
+    }
 }
