@@ -12,7 +12,7 @@ export DOCPIPE_MODEL ?= $(DOCPIPE_HOME)/embeddinggemma-300m
 SERVICES_ENV := $(DOCPIPE_HOME)/run/env.sh
 CARGO ?= cargo
 
-.PHONY: demo test provision libtorch model services services-down build clean-run
+.PHONY: demo test bench provision libtorch model services services-down build
 
 provision: libtorch model services
 
@@ -36,3 +36,9 @@ test: provision
 
 demo: provision build
 	source $(SERVICES_ENV) && scripts/demo.sh
+
+# Forward pass vs sentence-transformers, same chunks and threads, one run (installs the reference).
+bench: libtorch model
+	$(CARGO) build --bin docpipe
+	$(CARGO) build -p docpipe-worker --example forward_bench
+	scripts/bench.sh

@@ -183,6 +183,15 @@ enum Cmd {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Print the chunks ingest would publish for local PDFs, as JSON lines (no services needed).
+    Chunks {
+        #[arg(long, env = "DOCPIPE_CHUNK_TOKENS", default_value_t = 2048)]
+        chunk_tokens: usize,
+        #[arg(long, env = "DOCPIPE_CHUNK_OVERLAP", default_value_t = 128)]
+        overlap: usize,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
     /// Apply database migrations.
     Migrate,
     /// (internal) Extract a PDF from stdin in an isolated process.
@@ -264,6 +273,7 @@ async fn async_main(cli: Cli) -> Result<()> {
         Cmd::Search { query, top, worker } => search(c, &worker, &query, top).await,
         Cmd::Status { run } => status(&connect_db(c).await?, run).await,
         Cmd::Put { bucket, prefix, s3, files } => put(&bucket, &prefix, &s3, &files).await,
+        Cmd::Chunks { chunk_tokens, overlap, files } => print_chunks(c, chunk_tokens, overlap, &files).await,
         Cmd::ExtractPdf { .. } | Cmd::RenderPdf { .. } => {
             unreachable!("handled before the runtime starts")
         }
@@ -505,6 +515,28 @@ async fn put(bucket: &str, prefix: &str, s3: &S3Args, files: &[PathBuf]) -> Resu
         let key = format!("{prefix}{name}");
         s3api::put(&client, bucket, &key, body).await?;
         println!("uploaded s3://{bucket}/{key}");
+    }
+    Ok(())
+}
+
+async fn print_chunks(c: &Common, chunk_tokens: usize, overlap: usize, files: &[PathBuf]) -> Result<()> {
+    use docpipe_ingest::extract::Extractor;
+    use docpipe_ingest::prepare::{DocumentText, ModelInput};
+    let input = ModelInput::load(&model_dir(c)?, chunk_tokens, overlap)?;
+    let extractor = Extractor { exe: std::env::current_exe()?, limits: ExtractLimits::default() };
+    for f in files {
+        let pdf = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+        let pages = extractor.extract(&pdf).await.with_context(|| format!("extracting {}", f.display()))?;
+        let doc = DocumentText::from_pages(&pages.pages);
+        let (_, chunks) = input.prepare(&doc.text)?;
+        for p in chunks {
+            let span = |r: &std::ops::Range<usize>| [r.start, r.end];
+            let line = serde_json::json!({
+                "file": f.display().to_string(), "index": p.chunk.index, "tokens": span(&p.chunk.tokens),
+                "owned": span(&p.chunk.owned), "chars": span(&p.chunk.chars), "input_ids": p.input_ids,
+            });
+            println!("{line}");
+        }
     }
     Ok(())
 }
