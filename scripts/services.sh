@@ -71,6 +71,12 @@ detached() { (close_fds; "$@"); }
 
 # --- probes ----------------------------------------------------------------------------------
 # port_open HOST PORT: something accepts TCP connections there
+alive() {  # pid exists and is not a zombie
+  [[ -r /proc/$1/stat ]] || return 1
+  local state
+  state=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+  [[ -n $state && $state != Z ]]
+}
 port_open() {
   timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null
 }
@@ -331,6 +337,14 @@ ensure_pgserver() {
     [[ -L $RUN/pg.log ]] || { rm -f "$RUN/pg.log"; ln -sfn "$pglog" "$RUN/pg.log"; }
   fi
 
+  # A postmaster killed without cleanup leaves postmaster.pid naming a dead or zombie process
+  # (a container's init may never reap it); pg_ctl would then wait for a server that is gone.
+  local old_pid
+  old_pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null || true)
+  if [[ $old_pid =~ ^[0-9]+$ ]] && ! alive "$old_pid"; then
+    log "removing stale $data/postmaster.pid (pid $old_pid is gone)"
+    rm -f "$data/postmaster.pid"
+  fi
   if as_pg "$PGBIN/pg_ctl" status -D "$data" >/dev/null 2>&1; then
     local running_port
     running_port=$(sed -n 4p "$data/postmaster.pid" 2>/dev/null || true)

@@ -232,4 +232,22 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
             .unwrap();
     assert_eq!(before, after, "no duplicate chunk rows after a re-run");
     let _ = std::fs::remove_dir_all(&dir);
+    delete_queues(&prefix).await;
+}
+
+/// Remove this test's queues and exchange (quorum queues keep a log each).
+async fn delete_queues(prefix: &str) {
+    use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
+    let topo = docpipe_common::amqp::Topology::new(prefix);
+    let conn =
+        docpipe_common::amqp::connect(&env("DOCPIPE_AMQP_URL"), "e2e-cleanup", std::time::Duration::from_secs(10))
+            .await
+            .unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    for q in [topo.chunks(), topo.results()] {
+        for name in [topo.dead_queue(&q), q] {
+            ch.queue_delete(name.as_str().into(), QueueDeleteOptions::default()).await.unwrap();
+        }
+    }
+    ch.exchange_delete(topo.dead_exchange().as_str().into(), ExchangeDeleteOptions::default()).await.unwrap();
 }
