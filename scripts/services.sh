@@ -319,7 +319,7 @@ ensure_postgres() {
 
   if [[ $(pg_psql "$psql" "$port" postgres "select count(*) from pg_database where datname='docpipe'") != 1 ]]; then
     log "creating database docpipe on 127.0.0.1:$port"
-    pg_psql "$psql" "$port" postgres 'CREATE DATABASE docpipe' >/dev/null || die "CREATE DATABASE docpipe failed on port $port"
+    pg_psql "$psql" "$port" postgres "CREATE DATABASE docpipe ENCODING 'UTF8' TEMPLATE template0" >/dev/null || die "CREATE DATABASE docpipe failed on port $port"
   fi
   local ok
   ok=$(pg_psql "$psql" "$port" docpipe "SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS vector; SELECT '[1,0]'::vector <=> '[0,1]'::vector" 2>&1) ||
@@ -534,6 +534,7 @@ write_env() {
         AWS_REGION us-east-1
     fi
   } >"$f.tmp"
+  chmod 600 "$f.tmp"  # it holds the S3 secret
   mv -f "$f.tmp" "$f"
 }
 

@@ -90,6 +90,9 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
     put.extend(files);
     assert!(docpipe(&put, &prefix).status.success());
 
+    // a poison message already waiting in the chunks queue must not stop the run
+    publish_poison(&prefix).await;
+
     let run_args = ["run", "--bucket", &bucket, "--chunk-tokens", "512", "--overlap", "64", "--run-timeout-s", "600"];
     let out = docpipe(&run_args, &prefix);
     assert!(out.status.success(), "docpipe run failed");
@@ -149,6 +152,15 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
     }
     let (_, _, _, _, long_chunks, ..) = by_key("long-supply-agreement.pdf").clone();
     assert!(long_chunks.unwrap() >= 3, "the long contract spans several chunks");
+
+    // the poison message was dead-lettered, then parked in P.poison (it names no document)
+    let conn = docpipe_common::amqp::connect(&env("DOCPIPE_AMQP_URL"), "e2e-check", std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
+    let topo = docpipe_common::amqp::Topology::new(&prefix);
+    let ch = conn.create_channel().await.unwrap();
+    assert_eq!(topo.depth(&ch, &topo.poison()).await.unwrap(), 1, "poison message parked");
+    assert_eq!(topo.depth(&ch, &topo.dead_queue(&topo.chunks())).await.unwrap(), 0, "dead letters drained");
 
     // the long contract's text round-trips through the character offsets
     let (excerpt,): (String,) = sqlx::query_as(
@@ -235,6 +247,17 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
     delete_queues(&prefix).await;
 }
 
+async fn publish_poison(prefix: &str) {
+    let topo = docpipe_common::amqp::Topology::new(prefix);
+    let conn =
+        docpipe_common::amqp::connect(&env("DOCPIPE_AMQP_URL"), "e2e-poison", std::time::Duration::from_secs(10))
+            .await
+            .unwrap();
+    topo.declare(&conn.create_channel().await.unwrap()).await.unwrap();
+    let publisher = docpipe_common::amqp::Publisher::new(&conn).await.unwrap();
+    publisher.publish_all(&topo.chunks(), &[serde_json::json!({"not": "a chunk"})]).await.unwrap();
+}
+
 /// Remove this test's queues and exchange (quorum queues keep a log each).
 async fn delete_queues(prefix: &str) {
     use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
@@ -249,5 +272,6 @@ async fn delete_queues(prefix: &str) {
             ch.queue_delete(name.as_str().into(), QueueDeleteOptions::default()).await.unwrap();
         }
     }
+    ch.queue_delete(topo.poison().as_str().into(), QueueDeleteOptions::default()).await.unwrap();
     ch.exchange_delete(topo.dead_exchange().as_str().into(), ExchangeDeleteOptions::default()).await.unwrap();
 }

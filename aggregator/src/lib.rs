@@ -10,14 +10,15 @@
 //!    exactly once, also with several aggregators (the row lock serialises them).
 //!
 //! The delivery is acknowledged after the commit. A message that cannot be decoded is
-//! dead-lettered; a database error leaves it unacknowledged, to be redelivered.
+//! dead-lettered; during a database outage the delivery stays unacknowledged and the store is
+//! retried with backoff. Dead letters fail their document (see [`run`]).
 
 use std::time::Duration;
 
-use docpipe_common::amqp::{self, AmqpError, Topology};
+use docpipe_common::amqp::{self, AmqpError, Publisher, Topology};
 use docpipe_common::messages::{ChunkMeta, ChunkOutcome, ChunkResult, SCHEMA_VERSION};
 use futures_util::StreamExt;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicRejectOptions};
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicRejectOptions};
 use lapin::types::FieldTable;
 use pgvector::Vector;
 use sqlx::PgPool;
@@ -92,19 +93,19 @@ pub async fn store(pool: &PgPool, r: &ChunkResult) -> Result<Stored, AggregateEr
         tx.commit().await.map_err(err)?;
         return Ok(Stored::Duplicate);
     }
-    let (done, count): (i32, Option<i32>) = sqlx::query_as(
+    let (done, count, status): (i32, Option<i32>, String) = sqlx::query_as(
         "UPDATE documents SET chunks_done = chunks_done + 1,
-                status = CASE WHEN chunks_done + 1 = chunk_count THEN 'done' ELSE status END,
-                done_at = CASE WHEN chunks_done + 1 = chunk_count THEN now() ELSE done_at END,
+                status = CASE WHEN chunks_done + 1 = chunk_count AND status = 'embedding' THEN 'done' ELSE status END,
+                done_at = CASE WHEN chunks_done + 1 = chunk_count AND status = 'embedding' THEN now() ELSE done_at END,
                 updated_at = now()
-         WHERE id = $1 RETURNING chunks_done, chunk_count",
+         WHERE id = $1 RETURNING chunks_done, chunk_count, status",
     )
     .bind(m.document_id)
     .fetch_one(&mut *tx)
     .await
     .map_err(err)?;
     tx.commit().await.map_err(err)?;
-    Ok(Stored::Inserted { completed: Some(done) == count })
+    Ok(Stored::Inserted { completed: Some(done) == count && status == "done" })
 }
 
 /// Mark the chunk's document failed (once) with the worker's reason, and record it.
@@ -141,7 +142,17 @@ async fn fail_document(pool: &PgPool, m: &ChunkMeta, error: &str) -> Result<Stor
     Ok(Stored::Failed)
 }
 
-/// Consume `topology.results()` until `shutdown` turns true.
+/// The part of any docpipe message that says which chunk it is about.
+#[derive(serde::Deserialize)]
+struct Attributed {
+    meta: ChunkMeta,
+}
+
+/// Consume `topology.results()`, and the dead-letter queues, until `shutdown` turns true.
+///
+/// A dead-lettered chunk or result (undecodable, or failed on every one of its deliveries)
+/// fails its document with the reason, so no document waits forever; a dead letter that names
+/// no document is moved to `P.poison` for a person to look at.
 pub async fn run(
     conn: &lapin::Connection,
     topology: &Topology,
@@ -150,24 +161,33 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), AggregateError> {
     let ch = amqp::consumer_channel(conn, prefetch).await?;
-    let queue = topology.results();
-    let mut consumer = ch
-        .basic_consume(
-            queue.as_str().into(),
-            "docpipe-aggregator".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .map_err(AggregateError::Consume)?;
-    info!(queue, "aggregator consuming");
+    let publisher = Publisher::new(conn).await?;
+    let consume = |queue: String, tag: &'static str| {
+        let ch = ch.clone();
+        async move {
+            ch.basic_consume(queue.as_str().into(), tag.into(), BasicConsumeOptions::default(), FieldTable::default())
+                .await
+                .map_err(AggregateError::Consume)
+        }
+    };
+    let results = consume(topology.results(), "docpipe-aggregator").await?.map(|d| (false, d));
+    let dead_chunks = consume(topology.dead_queue(&topology.chunks()), "docpipe-aggregator-dlq-chunks").await?;
+    let dead_results = consume(topology.dead_queue(&topology.results()), "docpipe-aggregator-dlq-results").await?;
+    let dead = futures_util::stream::select(dead_chunks, dead_results).map(|d| (true, d));
+    let mut deliveries = futures_util::stream::select(results, dead);
+    info!(queue = topology.results(), "aggregator consuming (and dead letters)");
     loop {
         let next = tokio::select! {
-            d = consumer.next() => d,
+            d = deliveries.next() => d,
             _ = shutdown.changed() => break,
         };
-        let Some(delivery) = next else { break };
+        let Some((is_dead, delivery)) = next else { break };
         let delivery = delivery.map_err(AggregateError::Consume)?;
+        if is_dead {
+            handle_dead_letter(pool, &publisher, topology, &delivery).await?;
+            delivery.ack(BasicAckOptions::default()).await.map_err(AggregateError::Consume)?;
+            continue;
+        }
         let result = match serde_json::from_slice::<ChunkResult>(&delivery.data) {
             Ok(r) if r.schema == SCHEMA_VERSION => r,
             Ok(r) => {
@@ -182,40 +202,91 @@ pub async fn run(
             }
         };
         let m = &result.meta;
-        match store(pool, &result).await {
-            Ok(stored) => {
-                match stored {
-                    Stored::Inserted { completed: true } => {
-                        info!(run_id = %m.run_id, document_id = %m.document_id, chunks = m.count, "document done")
-                    }
-                    Stored::Inserted { .. } => {
-                        debug!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, "chunk stored")
-                    }
-                    Stored::Duplicate => {
-                        debug!(document_id = %m.document_id, chunk = m.index, "duplicate result ignored")
-                    }
-                    Stored::Stale => {
-                        info!(document_id = %m.document_id, chunk = m.index, generation = m.generation, "result of a superseded generation dropped")
-                    }
-                    Stored::Failed => {
-                        warn!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, "document failed: a chunk could not be embedded")
-                    }
-                }
-                delivery.ack(BasicAckOptions::default()).await.map_err(AggregateError::Consume)?;
+        let Some(stored) = store_retrying(pool, &result, &mut shutdown).await? else { break };
+        match stored {
+            Stored::Inserted { completed: true } => {
+                info!(run_id = %m.run_id, document_id = %m.document_id, chunks = m.count, "document done")
             }
-            Err(e) => {
-                // Leave it for redelivery (the queue's delivery limit dead-letters a result
-                // that keeps failing); back off so a database outage is not a hot loop.
-                error!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, error = %e, "cannot store result; requeueing");
-                delivery
-                    .nack(BasicNackOptions { requeue: true, ..Default::default() })
-                    .await
-                    .map_err(AggregateError::Consume)?;
-                tokio::time::sleep(Duration::from_secs(1)).await;
+            Stored::Inserted { .. } => {
+                debug!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, "chunk stored")
+            }
+            Stored::Duplicate => debug!(document_id = %m.document_id, chunk = m.index, "duplicate result ignored"),
+            Stored::Stale => {
+                info!(document_id = %m.document_id, chunk = m.index, generation = m.generation, "result of a superseded generation dropped")
+            }
+            Stored::Failed => {
+                warn!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, "document failed: a chunk could not be embedded")
             }
         }
+        delivery.ack(BasicAckOptions::default()).await.map_err(AggregateError::Consume)?;
     }
     let _ = ch.close(200, "aggregator stopping".into()).await;
     info!("aggregator stopped");
     Ok(())
+}
+
+/// Store a result, waiting out database outages (the delivery stays unacknowledged meanwhile,
+/// so nothing more is taken). A result the database refuses as data (SQLSTATE class 22/23)
+/// fails its document instead. `None` when shutdown was requested while waiting.
+async fn store_retrying(
+    pool: &PgPool,
+    r: &ChunkResult,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<Option<Stored>, AggregateError> {
+    let m = &r.meta;
+    let mut delay = Duration::from_millis(500);
+    loop {
+        match store(pool, r).await {
+            Ok(s) => return Ok(Some(s)),
+            Err(AggregateError::Store { source, .. }) if is_data_error(&source) => {
+                error!(document_id = %m.document_id, chunk = m.index, error = %source, "result refused by the database");
+                return fail_document(pool, m, &format!("store: {source}")).await.map(Some);
+            }
+            Err(e) => {
+                error!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, error = %e, retry_in = ?delay, "cannot store result; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = shutdown.changed() => return Ok(None),
+                }
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
+}
+
+fn is_data_error(e: &sqlx::Error) -> bool {
+    e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c.starts_with("22") || c.starts_with("23"))
+}
+
+async fn handle_dead_letter(
+    pool: &PgPool,
+    publisher: &Publisher,
+    topology: &Topology,
+    d: &lapin::message::Delivery,
+) -> Result<(), AggregateError> {
+    let queue = d.routing_key.as_str();
+    match serde_json::from_slice::<Attributed>(&d.data) {
+        Ok(a) => {
+            let m = &a.meta;
+            warn!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, queue, "dead letter: failing its document");
+            let why = format!("dead-lettered from {queue}: undecodable, or failed on every delivery");
+            // recording it is what makes the ack safe: wait out a database outage
+            loop {
+                match fail_document(pool, m, &why).await {
+                    Ok(_) => return Ok(()),
+                    Err(e) => {
+                        error!(document_id = %m.document_id, error = %e, "cannot record dead letter; retrying in 2 s");
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                    }
+                }
+            }
+        }
+        Err(e) => {
+            warn!(queue, error = %e, bytes = d.data.len(), "dead letter names no document; moving it to the poison queue");
+            let body: serde_json::Value = serde_json::from_slice(&d.data)
+                .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(&d.data).into_owned()));
+            publisher.publish_all(&topology.poison(), &[serde_json::json!({ "from": queue, "body": body })]).await?;
+            Ok(())
+        }
+    }
 }

@@ -5,7 +5,8 @@
 //! - `P.chunks` (ingest → worker) and `P.results` (worker → aggregator): durable **quorum**
 //!   queues with a delivery limit, so a message that keeps failing (a poison message, a
 //!   consumer that crashes on it) is dead-lettered instead of looping forever;
-//! - `P.dead` (direct exchange) routes them to `P.chunks.dead` / `P.results.dead`.
+//! - `P.dead` (direct exchange) routes them to `P.chunks.dead` / `P.results.dead`, which the
+//!   aggregator drains (failing the documents they name) into `P.poison` when they name none.
 
 use std::time::Duration;
 
@@ -23,6 +24,8 @@ use crate::redact;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AmqpError {
+    #[error("invalid RabbitMQ URL {url}")]
+    Url { url: String },
     #[error("cannot connect to RabbitMQ at {url}: {source}")]
     Connect { url: String, source: lapin::Error },
     #[error("RabbitMQ {op} failed: {source}")]
@@ -62,6 +65,10 @@ impl Topology {
     pub fn dead_queue(&self, queue: &str) -> String {
         format!("{queue}.dead")
     }
+    /// Dead letters that name no document, kept for a person to inspect.
+    pub fn poison(&self) -> String {
+        format!("{}.poison", self.prefix)
+    }
 
     /// Declare exchanges and queues (idempotent).
     pub async fn declare(&self, ch: &Channel) -> Result<(), AmqpError> {
@@ -74,6 +81,12 @@ impl Topology {
         )
         .await
         .map_err(op(format!("declare exchange {dlx}")))?;
+        let mut quorum = FieldTable::default();
+        quorum.insert("x-queue-type".into(), AMQPValue::LongString("quorum".into()));
+        let poison = self.poison();
+        ch.queue_declare(poison.as_str().into(), durable(), quorum)
+            .await
+            .map_err(op(format!("declare queue {poison}")))?;
         for queue in [self.chunks(), self.results()] {
             let dead = self.dead_queue(&queue);
             let mut dead_args = FieldTable::default();
@@ -122,6 +135,8 @@ fn durable() -> QueueDeclareOptions {
 
 /// Connect, retrying with exponential backoff and jitter for up to about `patience`.
 pub async fn connect(url: &str, name: &str, patience: Duration) -> Result<Connection, AmqpError> {
+    // A malformed URL is not worth retrying, and the parser's message would repeat it verbatim.
+    let uri: lapin::uri::AMQPUri = url.parse().map_err(|_| AmqpError::Url { url: redact::url(url) })?;
     let props = ConnectionProperties::default().with_connection_name(name.into());
     let backoff = ExponentialBuilder::default()
         .with_min_delay(Duration::from_millis(200))
@@ -129,7 +144,7 @@ pub async fn connect(url: &str, name: &str, patience: Duration) -> Result<Connec
         .with_total_delay(Some(patience))
         .with_max_times(usize::MAX)
         .with_jitter();
-    (|| Connection::connect(url, props.clone()))
+    (|| Connection::connect_uri(uri.clone(), props.clone()))
         .retry(backoff)
         .notify(|e, d| tracing::warn!(url = %redact::url(url), error = %e, retry_in = ?d, "RabbitMQ not reachable, retrying"))
         .await

@@ -17,6 +17,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// Marks the start of the child's answer on stdout (pdf-extract may print its own noise).
 const MARKER: &str = "\n@@docpipe-extract-result@@\n";
 
+/// Largest answer read from the child (text of all pages, JSON-encoded).
+const MAX_OUTPUT_BYTES: u64 = 256 << 20;
+
 #[derive(Debug, Clone)]
 pub struct ExtractLimits {
     /// Wall-clock limit for one document.
@@ -45,6 +48,8 @@ pub enum ExtractError {
     Malformed(String),
     #[error("extractor crashed ({status}): {stderr}")]
     Crashed { status: String, stderr: String },
+    #[error("extracted text is over {limit} bytes")]
+    TooMuchText { limit: u64 },
     #[error("extraction exceeded the time limit of {0:?} (extract_timeout)")]
     Timeout(Duration),
     #[error("cannot run the extractor {exe}: {source}")]
@@ -129,6 +134,9 @@ impl Extractor {
             };
             let mut out = Vec::new();
             let mut err = Vec::new();
+            // bounded reads: a runaway child cannot make the parent buffer gigabytes
+            let mut stdout = (&mut stdout).take(MAX_OUTPUT_BYTES + 1);
+            let mut stderr = (&mut stderr).take(64 << 10);
             let (_, o, e) = tokio::join!(writer, stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
             o.map_err(ExtractError::Io)?;
             e.map_err(ExtractError::Io)?;
@@ -140,6 +148,9 @@ impl Extractor {
             // dropping the future drops the child handle, which kills it (kill_on_drop)
             Err(_) => return Err(ExtractError::Timeout(self.limits.timeout)),
         };
+        if out.len() as u64 > MAX_OUTPUT_BYTES {
+            return Err(ExtractError::TooMuchText { limit: MAX_OUTPUT_BYTES });
+        }
         let stderr = tail(&String::from_utf8_lossy(&err), 600);
         if !status.success() {
             return Err(ExtractError::Crashed { status: describe(status, &stderr), stderr });

@@ -27,6 +27,8 @@ pub enum PrepareError {
     Encode(String),
     #[error("chunk_tokens {chunk_tokens} leaves no room for text after the prompt and special tokens ({overhead} tokens) and overlap {overlap}")]
     ChunkTooSmall { chunk_tokens: usize, overhead: usize, overlap: usize },
+    #[error("chunk_tokens {chunk_tokens} is more than the model's {max_positions} positions")]
+    ChunkTooLarge { chunk_tokens: usize, max_positions: usize },
     #[error(transparent)]
     Chunk(#[from] docpipe_chunker::ChunkError),
 }
@@ -107,6 +109,10 @@ impl ModelInput {
             .map_err(|e| PrepareError::Encode(e.to_string()))?
             .get_ids()
             .to_vec();
+        let max_positions = max_positions(model_dir)?;
+        if chunk_tokens > max_positions {
+            return Err(PrepareError::ChunkTooLarge { chunk_tokens, max_positions });
+        }
         let overhead = prompt_ids.len() + 2;
         if chunk_tokens <= overhead + overlap {
             return Err(PrepareError::ChunkTooSmall { chunk_tokens, overhead, overlap });
@@ -138,6 +144,19 @@ impl ModelInput {
             .collect();
         Ok((ids.len(), prepared))
     }
+}
+
+/// `max_position_embeddings` from the model's `config.json`.
+fn max_positions(model_dir: &Path) -> Result<usize, PrepareError> {
+    let path = model_dir.join("config.json");
+    let raw = std::fs::read_to_string(&path)
+        .map_err(|source| PrepareError::Read { path: path.display().to_string(), source })?;
+    let v: serde_json::Value = serde_json::from_str(&raw)
+        .map_err(|e| PrepareError::Config { path: path.display().to_string(), message: e.to_string() })?;
+    v.get("max_position_embeddings").and_then(|m| m.as_u64()).map(|m| m as usize).ok_or_else(|| PrepareError::Config {
+        path: path.display().to_string(),
+        message: "no max_position_embeddings".into(),
+    })
 }
 
 /// The `document` prompt from `config_sentence_transformers.json` (empty if absent).

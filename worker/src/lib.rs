@@ -10,7 +10,8 @@
 //! any point redelivers it (at-least-once; the aggregator's writes are idempotent). A message
 //! that cannot be decoded is rejected without requeue and dead-lettered. A batch that fails
 //! as a whole (out of memory) is split and retried; a chunk the model rejects on its own
-//! becomes a `Failed` result, so its document ends `failed` with the reason.
+//! becomes a `Failed` result, so its document ends `failed` with the reason; a single chunk
+//! that fails for other reasons is requeued (and dead-lettered after the delivery limit).
 //!
 //! [`gemma3`] is the model, [`embedder`] the sentence-transformers pipeline around it,
 //! [`device`] picks CPU or CUDA and the precision.
@@ -25,7 +26,7 @@ use docpipe_common::amqp::{self, AmqpError, Publisher, Topology};
 use docpipe_common::messages::{ChunkOutcome, ChunkResult, ChunkTask, SCHEMA_VERSION};
 use futures_util::StreamExt;
 use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicRejectOptions};
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicRejectOptions};
 use lapin::types::FieldTable;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, error, info, warn};
@@ -65,7 +66,21 @@ struct Job {
 
 struct Done {
     job: Job,
-    result: Result<Vec<f32>, String>,
+    result: Result<Vec<f32>, ChunkError>,
+}
+
+/// Why one chunk (alone, after any batch splitting) could not be embedded.
+struct ChunkError {
+    /// The chunk itself is at fault (bad token id, too long): retrying cannot help.
+    permanent: bool,
+    message: String,
+}
+
+impl From<EmbedError> for ChunkError {
+    fn from(e: EmbedError) -> Self {
+        let permanent = matches!(e, EmbedError::BadToken { .. } | EmbedError::TooLong { .. } | EmbedError::Empty);
+        Self { permanent, message: e.to_string() }
+    }
 }
 
 /// Consume `topology.chunks()` until `shutdown` turns true, then finish what is in flight.
@@ -110,33 +125,45 @@ pub async fn run(
             .expect("spawn model thread")
     };
 
-    // Publisher: results first, then the acks of their chunks.
+    // Publisher: results first, then the acks of their chunks. A chunk the model rejects on
+    // its own becomes a `Failed` result (its document fails with the reason); a transient
+    // failure (out of memory on a single chunk) is requeued, and after the queue's delivery
+    // limit it is dead-lettered, which the aggregator also turns into a failed document.
     let results_queue = topology.results();
-    let publish = tokio::spawn(async move {
+    let mut publish = tokio::spawn(async move {
         while let Some(done) = done_rx.recv().await {
-            let results: Vec<ChunkResult> = done
-                .iter()
-                .map(|d| {
-                    let outcome = match &d.result {
-                        Ok(embedding) => ChunkOutcome::Embedded { embedding: embedding.clone() },
-                        Err(error) => {
-                            let m = &d.job.task.meta;
-                            error!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, %error, "chunk rejected by the model");
-                            ChunkOutcome::Failed { error: error.clone() }
-                        }
-                    };
-                    ChunkResult {
-                        schema: SCHEMA_VERSION,
-                        meta: d.job.task.meta.clone(),
-                        model: label.clone(),
-                        input_tokens: d.job.task.input_ids.len() as u32,
-                        outcome,
-                    }
-                })
-                .collect();
-            publisher.publish_all(&results_queue, &results).await?;
+            let mut results = Vec::with_capacity(done.len());
+            let mut acks = Vec::with_capacity(done.len());
             for d in done {
-                d.job.delivery.ack(BasicAckOptions::default()).await.map_err(WorkerError::Consume)?;
+                let m = &d.job.task.meta;
+                let outcome = match d.result {
+                    Ok(embedding) => ChunkOutcome::Embedded { embedding },
+                    Err(e) if e.permanent => {
+                        error!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, error = %e.message, "chunk rejected by the model");
+                        ChunkOutcome::Failed { error: e.message }
+                    }
+                    Err(e) => {
+                        warn!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, error = %e.message, "chunk failed; requeueing it");
+                        d.job
+                            .delivery
+                            .nack(BasicNackOptions { requeue: true, ..Default::default() })
+                            .await
+                            .map_err(WorkerError::Consume)?;
+                        continue;
+                    }
+                };
+                results.push(ChunkResult {
+                    schema: SCHEMA_VERSION,
+                    meta: m.clone(),
+                    model: label.clone(),
+                    input_tokens: d.job.task.input_ids.len() as u32,
+                    outcome,
+                });
+                acks.push(d.job.delivery);
+            }
+            publisher.publish_all(&results_queue, &results).await?;
+            for delivery in acks {
+                delivery.ack(BasicAckOptions::default()).await.map_err(WorkerError::Consume)?;
             }
         }
         Ok::<(), WorkerError>(())
@@ -148,6 +175,8 @@ pub async fn run(
         let first = tokio::select! {
             d = consumer.next() => d,
             _ = shutdown.changed() => { stopping = true; None }
+            // the publisher only ends early on an error: stop taking work and report it
+            r = &mut publish => return Err(r.map_err(|_| WorkerError::ModelGone)?.err().unwrap_or(WorkerError::ModelGone)),
         };
         let Some(first) = first else { break };
         let mut batch = Vec::new();
@@ -170,7 +199,9 @@ pub async fn run(
         }
         if !batch.is_empty() {
             debug!(chunks = batch.len(), tokens, "batch assembled");
-            batch_tx.send(batch).await.map_err(|_| WorkerError::ModelGone)?;
+            if batch_tx.send(batch).await.is_err() {
+                break; // the model thread stopped: the publisher's result says why
+            }
         }
     }
     // Stop taking deliveries; what was fetched but not batched is requeued by the broker when
@@ -207,7 +238,7 @@ fn embed_batch(model: &SentenceEmbedder, mut jobs: Vec<Job>, max_tokens: usize) 
     jobs.sort_by_key(|j| j.task.input_ids.len());
     let started = Instant::now();
     let total: usize = jobs.iter().map(|j| j.task.input_ids.len()).sum();
-    let mut results: Vec<Result<Vec<f32>, String>> = Vec::with_capacity(jobs.len());
+    let mut results: Vec<Result<Vec<f32>, ChunkError>> = Vec::with_capacity(jobs.len());
     let mut start = 0;
     while start < jobs.len() {
         // longest-so-far × count must stay within the budget (sorted, so the last is longest)
@@ -230,7 +261,7 @@ fn embed_batch(model: &SentenceEmbedder, mut jobs: Vec<Job>, max_tokens: usize) 
     jobs.into_iter().zip(results).map(|(job, result)| Done { job, result }).collect()
 }
 
-fn embed_or_split(model: &SentenceEmbedder, seqs: &[&[u32]]) -> Vec<Result<Vec<f32>, String>> {
+fn embed_or_split(model: &SentenceEmbedder, seqs: &[&[u32]]) -> Vec<Result<Vec<f32>, ChunkError>> {
     match model.embed(seqs) {
         Ok(v) => v.into_iter().map(Ok).collect(),
         Err(e) if seqs.len() > 1 => {
@@ -241,6 +272,6 @@ fn embed_or_split(model: &SentenceEmbedder, seqs: &[&[u32]]) -> Vec<Result<Vec<f
             out.extend(embed_or_split(model, &seqs[mid..]));
             out
         }
-        Err(e) => vec![Err(e.to_string())],
+        Err(e) => vec![Err(e.into())],
     }
 }
