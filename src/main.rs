@@ -227,7 +227,11 @@ fn init_logging(format: &str) {
         .unwrap_or_else(|_| {
             tracing_subscriber::EnvFilter::new("info,lapin=warn,sqlx=warn,aws_config=warn,aws_smithy_runtime=warn")
         });
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     if format == "json" {
         builder.json().init();
     } else {

@@ -237,6 +237,13 @@ fn extract_in_process(pdf: &[u8], max_pages: usize) -> ChildAnswer {
         return ChildAnswer::Encrypted;
     }
     let page_numbers: Vec<u32> = doc.get_pages().keys().copied().collect();
+    if page_numbers.is_empty() {
+        // lopdf leaves an encrypted file it could not decrypt with no readable page tree
+        if doc.trailer.get(b"Encrypt").is_ok() {
+            return ChildAnswer::Encrypted;
+        }
+        return ChildAnswer::Malformed("no readable pages (damaged page tree)".into());
+    }
     if page_numbers.len() > max_pages {
         return ChildAnswer::TooManyPages { pages: page_numbers.len() };
     }
