@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BIN=${DOCPIPE_BIN:-target/debug/docpipe}
-BUCKET=${DEMO_BUCKET:-docpipe-demo}
+BUCKET=${DEMO_BUCKET:-docpipe-demo-$(date +%Y%m%d-%H%M%S)}  # a fresh bucket: every demo processes
 CORPUS=${DEMO_CORPUS:-../shared/corpus/contracts}
 CORPUS_LIMIT=${DEMO_CORPUS_LIMIT:-4}     # contracts from the shared corpus (all: 36)
 MAX_PAGES=${DEMO_CORPUS_MAX_PAGES:-12}   # only the shorter ones, to keep the demo quick on a CPU
@@ -55,8 +55,12 @@ psql_ -c "WITH doc AS (
           ORDER BY a.key;"
 
 echo "== nearest chunks to: \"$QUERY\""
-echo "   (docpipe search embeds the query, then: SELECT ... ORDER BY embedding <=> \$query LIMIT 5)"
-"$BIN" search "$QUERY" --top 5
+echo "   (docpipe search embeds the query, then: SELECT ... WHERE bucket = ... ORDER BY embedding <=> \$query LIMIT 5)"
+"$BIN" search "$QUERY" --bucket "$BUCKET" --top 5
+
+echo
+echo "== running again: unchanged documents that are done are skipped, nothing is duplicated"
+"$BIN" run --bucket "$BUCKET" 2>/dev/null | sed -n 1p
 
 echo
 echo "demo finished in $(( $(date +%s) - started )) s"

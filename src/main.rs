@@ -164,6 +164,9 @@ enum Cmd {
         query: String,
         #[arg(long, default_value_t = 5)]
         top: i64,
+        /// Only documents from this bucket.
+        #[arg(long)]
+        bucket: Option<String>,
         #[command(flatten)]
         worker: WorkerArgs,
     },
@@ -274,7 +277,7 @@ async fn async_main(cli: Cli) -> Result<()> {
         Cmd::Run { ingest, worker, run_timeout_s } => {
             run_all(c, ingest, worker, Duration::from_secs(run_timeout_s)).await
         }
-        Cmd::Search { query, top, worker } => search(c, &worker, &query, top).await,
+        Cmd::Search { query, top, bucket, worker } => search(c, &worker, &query, top, bucket.as_deref()).await,
         Cmd::Status { run } => status(&connect_db(c).await?, run).await,
         Cmd::Put { bucket, prefix, s3, files } => put(&bucket, &prefix, &s3, &files).await,
         Cmd::Chunks { chunk_tokens, overlap, files } => print_chunks(c, chunk_tokens, overlap, &files).await,
@@ -545,7 +548,7 @@ async fn print_chunks(c: &Common, chunk_tokens: usize, overlap: usize, files: &[
     Ok(())
 }
 
-async fn search(c: &Common, w: &WorkerArgs, query: &str, top: i64) -> Result<()> {
+async fn search(c: &Common, w: &WorkerArgs, query: &str, top: i64, bucket: Option<&str>) -> Result<()> {
     let pool = connect_db(c).await?;
     let model = load_model(c, w)?;
     let q = model.embed_texts(Some("query"), &[query])?.remove(0);
@@ -555,10 +558,12 @@ async fn search(c: &Common, w: &WorkerArgs, query: &str, top: i64) -> Result<()>
                 1 - (c.embedding <=> $1) AS score,
                 substr(d.text, c.owned_char_start + 1, 160) AS excerpt
          FROM chunks c JOIN documents d ON d.id = c.document_id
+         WHERE $3::text IS NULL OR d.bucket = $3
          ORDER BY c.embedding <=> $1 LIMIT $2",
     )
     .bind(pgvector::Vector::from(q))
     .bind(top)
+    .bind(bucket)
     .fetch_all(&pool)
     .await?;
     for (key, chunk, page, score, excerpt) in rows {
