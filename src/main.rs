@@ -14,7 +14,7 @@
 mod sample_pdf;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -26,7 +26,7 @@ use docpipe_ingest::{IngestConfig, Ingestor};
 use docpipe_worker::{device, SentenceEmbedder, WorkerConfig};
 use sqlx::PgPool;
 use tokio::sync::watch;
-use tracing::info;
+use tracing::{info, warn};
 use uuid::Uuid;
 
 #[derive(Parser)]
@@ -261,18 +261,21 @@ async fn async_main(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Worker { worker } => {
-            let model = load_model(c, &worker)?;
-            let conn = connect_amqp(c, "docpipe-worker").await?;
-            let topology = declare(&conn, c).await?;
-            docpipe_worker::run(&conn, &topology, model, worker_config(&worker), shutdown_signal()).await?;
-            Ok(())
+            let model = Arc::new(Mutex::new(load_model(c, &worker)?));
+            let cfg = worker_config(&worker);
+            supervise(c, "docpipe-worker", shutdown_signal(), |conn, topology, stop| {
+                let (model, cfg) = (model.clone(), cfg.clone());
+                async move { docpipe_worker::run(&conn, &topology, model, cfg, stop).await }
+            })
+            .await
         }
         Cmd::Aggregate { prefetch } => {
             let pool = connect_db(c).await?;
-            let conn = connect_amqp(c, "docpipe-aggregator").await?;
-            let topology = declare(&conn, c).await?;
-            docpipe_aggregator::run(&conn, &topology, &pool, prefetch, shutdown_signal()).await?;
-            Ok(())
+            supervise(c, "docpipe-aggregator", shutdown_signal(), |conn, topology, stop| {
+                let pool = pool.clone();
+                async move { docpipe_aggregator::run(&conn, &topology, &pool, prefetch, stop).await }
+            })
+            .await
         }
         Cmd::Run { ingest, worker, run_timeout_s } => {
             run_all(c, ingest, worker, Duration::from_secs(run_timeout_s)).await
@@ -400,13 +403,26 @@ async fn run_all(c: &Common, ingest: IngestArgs, worker: WorkerArgs, timeout: Du
 
     let stop_signal = shutdown_signal();
     let (stop_tx, stop_rx) = watch::channel(false);
+    let model = Arc::new(Mutex::new(model));
     let worker_task = {
-        let (conn, topology, rx, cfg) = (conn.clone(), topology.clone(), stop_rx.clone(), worker_config(&worker));
-        tokio::spawn(async move { docpipe_worker::run(&conn, &topology, model, cfg, rx).await })
+        let (c, cfg, rx) = (c.clone(), worker_config(&worker), stop_rx.clone());
+        tokio::spawn(async move {
+            supervise(&c, "docpipe-run-worker", rx, |conn, topology, stop| {
+                let (model, cfg) = (model.clone(), cfg.clone());
+                async move { docpipe_worker::run(&conn, &topology, model, cfg, stop).await }
+            })
+            .await
+        })
     };
     let aggregator_task = {
-        let (conn, topology, pool, rx) = (conn.clone(), topology.clone(), pool.clone(), stop_rx.clone());
-        tokio::spawn(async move { docpipe_aggregator::run(&conn, &topology, &pool, 64, rx).await })
+        let (c, pool, rx) = (c.clone(), pool.clone(), stop_rx.clone());
+        tokio::spawn(async move {
+            supervise(&c, "docpipe-run-aggregator", rx, |conn, topology, stop| {
+                let pool = pool.clone();
+                async move { docpipe_aggregator::run(&conn, &topology, &pool, 64, stop).await }
+            })
+            .await
+        })
     };
 
     let run_id = ingestor.start_run("run", &ingest.bucket, &ingest.prefix).await?;
@@ -419,6 +435,7 @@ async fn run_all(c: &Common, ingest: IngestArgs, worker: WorkerArgs, timeout: Du
     outcome?;
     worker_result.context("worker task panicked")??;
     aggregator_result.context("aggregator task panicked")??;
+    drop(conn);
     println!(
         "run {run_id}: {} objects, {} queued, {} skipped (unchanged), {} failed at ingest, {} chunks; {:.1} s",
         summary.objects,
@@ -429,6 +446,48 @@ async fn run_all(c: &Common, ingest: IngestArgs, worker: WorkerArgs, timeout: Du
         started.elapsed().as_secs_f64()
     );
     status(&pool, Some(run_id)).await
+}
+
+/// Run a consuming role until `stop` turns true, reconnecting to RabbitMQ with backoff
+/// whenever the connection drops (a broker restart): unacknowledged deliveries return to the
+/// queue and are redelivered, and every write downstream is idempotent.
+async fn supervise<F, Fut, E>(c: &Common, name: &str, mut stop: watch::Receiver<bool>, mut role: F) -> Result<()>
+where
+    F: FnMut(Arc<lapin::Connection>, Topology, watch::Receiver<bool>) -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    let mut delay = Duration::from_secs(1);
+    loop {
+        if *stop.borrow() {
+            return Ok(());
+        }
+        let connected = async {
+            let conn = Arc::new(connect_amqp(c, name).await?);
+            let topology = declare(&conn, c).await?;
+            anyhow::Ok((conn, topology))
+        }
+        .await;
+        match connected {
+            Ok((conn, topology)) => {
+                let started = Instant::now();
+                match role(conn.clone(), topology, stop.clone()).await {
+                    Ok(()) => return Ok(()),
+                    Err(e) => warn!(role = name, error = %e, "lost RabbitMQ; reconnecting"),
+                }
+                let _ = conn.close(200, "reconnecting".into()).await;
+                if started.elapsed() > Duration::from_secs(60) {
+                    delay = Duration::from_secs(1);
+                }
+            }
+            Err(e) => warn!(role = name, error = %e, "cannot reach RabbitMQ; retrying"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.changed() => return Ok(()),
+        }
+        delay = (delay * 2).min(Duration::from_secs(30));
+    }
 }
 
 /// Poll until every document of the run is done or failed.
@@ -442,12 +501,19 @@ async fn wait_for_run<T, U>(
 ) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
-        let (pending,): (i64,) =
+        let polled: Result<(i64,), _> =
             sqlx::query_as("SELECT count(*) FROM documents WHERE run_id = $1 AND status NOT IN ('done', 'failed')")
                 .bind(run_id)
                 .fetch_one(pool)
-                .await
-                .context("polling run progress")?;
+                .await;
+        // a database restart is waited out like any other pause (the aggregator retries too)
+        let pending = match polled {
+            Ok((n,)) => n,
+            Err(e) => {
+                warn!(%run_id, error = %e, "cannot poll run progress; retrying");
+                -1
+            }
+        };
         if pending == 0 {
             return Ok(());
         }

@@ -31,6 +31,8 @@ pub enum AggregateError {
     Amqp(#[from] AmqpError),
     #[error("RabbitMQ consumer failed: {0}")]
     Consume(lapin::Error),
+    #[error("the broker closed the consumer (connection lost?)")]
+    ConsumerClosed,
     #[error("storing chunk {chunk}: {source}")]
     Store { chunk: String, source: sqlx::Error },
 }
@@ -181,7 +183,7 @@ pub async fn run(
             d = deliveries.next() => d,
             _ = shutdown.changed() => break,
         };
-        let Some((is_dead, delivery)) = next else { break };
+        let Some((is_dead, delivery)) = next else { return Err(AggregateError::ConsumerClosed) };
         let delivery = delivery.map_err(AggregateError::Consume)?;
         if is_dead {
             handle_dead_letter(pool, &publisher, topology, &delivery).await?;

@@ -20,6 +20,7 @@ pub mod device;
 pub mod embedder;
 pub mod gemma3;
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use docpipe_common::amqp::{self, AmqpError, Publisher, Topology};
@@ -57,6 +58,8 @@ pub enum WorkerError {
     Consume(lapin::Error),
     #[error("model thread stopped")]
     ModelGone,
+    #[error("the broker closed the consumer (connection lost?)")]
+    ConsumerClosed,
 }
 
 struct Job {
@@ -87,7 +90,7 @@ impl From<EmbedError> for ChunkError {
 pub async fn run(
     conn: &lapin::Connection,
     topology: &Topology,
-    model: SentenceEmbedder,
+    model: Arc<Mutex<SentenceEmbedder>>,
     cfg: WorkerConfig,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), WorkerError> {
@@ -103,20 +106,23 @@ pub async fn run(
         )
         .await
         .map_err(WorkerError::Consume)?;
-    info!(queue, model = %model.label(), max_batch_tokens = cfg.max_batch_tokens, max_wait_ms = cfg.max_wait.as_millis() as u64, "worker consuming");
+    let label = model.lock().map_err(|_| WorkerError::ModelGone)?.label();
+    info!(queue, model = %label, max_batch_tokens = cfg.max_batch_tokens, max_wait_ms = cfg.max_wait.as_millis() as u64, "worker consuming");
 
     let (batch_tx, mut batch_rx) = mpsc::channel::<Vec<Job>>(1);
     let (done_tx, mut done_rx) = mpsc::channel::<Vec<Done>>(2);
 
-    // Model thread: owns the model, one batch at a time, off the async runtime.
-    let label = model.label();
+    // Model thread: one batch at a time, off the async runtime.
     let model_thread = {
         let max_tokens = cfg.max_batch_tokens;
         std::thread::Builder::new()
             .name("docpipe-model".into())
             .spawn(move || {
                 while let Some(batch) = batch_rx.blocking_recv() {
+                    // a panic inside libtorch poisons the lock: stop, the caller reports it
+                    let Ok(model) = model.lock() else { break };
                     let done = embed_batch(&model, batch, max_tokens);
+                    drop(model);
                     if done_tx.blocking_send(done).is_err() {
                         break;
                     }
@@ -178,7 +184,12 @@ pub async fn run(
             // the publisher only ends early on an error: stop taking work and report it
             r = &mut publish => return Err(r.map_err(|_| WorkerError::ModelGone)?.err().unwrap_or(WorkerError::ModelGone)),
         };
-        let Some(first) = first else { break };
+        let Some(first) = first else {
+            if stopping {
+                break;
+            }
+            return Err(WorkerError::ConsumerClosed);
+        };
         let mut batch = Vec::new();
         let mut tokens = 0usize;
         if let Some(job) = decode(first.map_err(WorkerError::Consume)?).await? {
