@@ -12,7 +12,7 @@ export DOCPIPE_MODEL ?= $(DOCPIPE_HOME)/embeddinggemma-300m
 SERVICES_ENV := $(DOCPIPE_HOME)/run/env.sh
 CARGO ?= cargo
 
-.PHONY: demo test bench provision libtorch model services services-down build
+.PHONY: demo test bench fault-test provision libtorch model services services-down build
 
 provision: libtorch model services
 
@@ -33,6 +33,11 @@ build: libtorch
 
 test: provision
 	source $(SERVICES_ENV) && $(CARGO) test --workspace --no-fail-fast
+	$(MAKE) --no-print-directory fault-test
+
+# Faults injected into real runs (kill -9 a worker, restart RabbitMQ, restart Postgres).
+fault-test: provision build
+	source $(SERVICES_ENV) && tests/fault-test.sh
 
 demo: provision build
 	source $(SERVICES_ENV) && scripts/demo.sh

@@ -546,6 +546,15 @@ lock() {
   fi
 }
 
+# Values exported from our own env.sh (a shell that sourced it) are ours to manage, not the
+# user's: forget them, so `up` restarts what stopped instead of only checking it.
+if [[ -r $RUN/env.sh ]]; then
+  for var in DOCPIPE_DATABASE_URL DOCPIPE_AMQP_URL DOCPIPE_S3_ENDPOINT; do
+    ours=$(sed -n "s/^export $var=//p" "$RUN/env.sh")
+    [[ -n ${!var:-} && ${!var} == "$ours" ]] && unset "$var"
+  done
+fi
+
 cmd=${1:-up}
 case $cmd in
   up)
@@ -567,6 +576,10 @@ case $cmd in
     stop_pgserver
     rm -f "$RUN/env.sh"
     log "stopped what services.sh started (system RabbitMQ/PostgreSQL left running)"
+    ;;
+  stop-postgres)  # for fault injection: stop the pgserver Postgres only (`up` starts it again)
+    lock
+    stop_pgserver
     ;;
   -h|--help|help)
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# `make fault-test`: inject faults into runs of real documents through separate ingest, worker
+# and aggregator processes, against the real services. After each fault every document must
+# end `done` or `failed` with a reason, no chunk may be missing or duplicated, no process may
+# crash (except the one we kill), and the run must finish within FAULT_TIMEOUT_S.
+# Prints a table; the last line is `lost N duplicated M`. Exit status 1 if anything is off.
+# Expects the services' environment (scripts/services.sh env) and a built target/debug/docpipe.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+BIN=${DOCPIPE_BIN:-target/debug/docpipe}
+TIMEOUT=${FAULT_TIMEOUT_S:-240}
+CORPUS=${FAULT_CORPUS:-../shared/corpus/contracts}
+work=$(mktemp -d /tmp/docpipe-fault.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+export DOCPIPE_LOG=${DOCPIPE_LOG:-info,lapin=warn,sqlx=warn}
+sql() { psql "$DOCPIPE_DATABASE_URL" -XAtq -c "$1"; }
+
+# fixtures: the sample contracts, a truncated upload, and two real contracts when present
+for f in samples/*.txt; do "$BIN" render-pdf "$f" "$work/$(basename "${f%.txt}").pdf"; done
+printf '%%PDF-1.7\ncut off in transit' > "$work/truncated.pdf"
+if [ -f "$CORPUS/MANIFEST.tsv" ]; then
+  awk -F'\t' 'NR > 1 && $6 <= 8 && $9 == "no" && $10 == "no" { print $1 }' "$CORPUS/MANIFEST.tsv" | head -n 2 \
+    | while read -r f; do cp "$CORPUS/$f" "$work/"; done
+fi
+
+start_role() {  # role prefix logfile → pid
+  DOCPIPE_QUEUE_PREFIX=$2 "$BIN" "$1" >>"$3" 2>&1 &
+  echo $!
+}
+
+scenario() {  # name inject-function
+  local name=$1 inject=$2 tag
+  tag=$name-$(date +%s)-$$
+  local prefix=fault-$tag bucket=fault-$tag log=$work/$name.log
+  "$BIN" put --bucket "$bucket" "$work"/*.pdf >/dev/null || { echo "put failed" >&2; return 1; }
+  AGG=$(start_role aggregate "$prefix" "$log")
+  WORKER=$(start_role worker "$prefix" "$log")
+  local run_id
+  run_id=$(DOCPIPE_QUEUE_PREFIX=$prefix "$BIN" ingest --bucket "$bucket" 2>>"$log" | sed -n 's/.*"run_id": "\(.*\)".*/\1/p')
+  local t0=$SECONDS crashed=0
+  $inject "$prefix" "$log"
+  local pending=1
+  while [ $((SECONDS - t0)) -lt "$TIMEOUT" ]; do
+    pending=$(sql "SELECT count(*) FROM documents WHERE run_id = '$run_id' AND status NOT IN ('done', 'failed')" 2>/dev/null || echo 1)
+    [ "$pending" = 0 ] && break
+    sleep 1
+  done
+  local secs=$((SECONDS - t0))
+  for pid in "$AGG" "$WORKER"; do kill -0 "$pid" 2>/dev/null || crashed=$((crashed + 1)); done
+  kill -TERM "$AGG" "$WORKER" 2>/dev/null; wait "$AGG" "$WORKER" 2>/dev/null
+  local docs lost dup noreason
+  docs=$(sql "SELECT count(*) FROM documents WHERE run_id = '$run_id'")
+  # lost: documents not finished, and chunks of done documents that are not stored
+  lost=$(sql "SELECT (SELECT count(*) FROM documents WHERE run_id = '$run_id' AND status NOT IN ('done', 'failed'))
+              + coalesce((SELECT sum(d.chunk_count - (SELECT count(*) FROM chunks c WHERE c.document_id = d.id))
+                          FROM documents d WHERE d.run_id = '$run_id' AND d.status = 'done'), 0)")
+  dup=$(sql "SELECT count(*) - count(DISTINCT (document_id, chunk_index)) FROM chunks c JOIN documents d ON d.id = c.document_id
+             WHERE d.run_id = '$run_id'")
+  noreason=$(sql "SELECT count(*) FROM documents WHERE run_id = '$run_id' AND status = 'failed' AND coalesce(error, '') = ''")
+  printf '%-18s %5s %5s %10s %8s %8s %6s\n' "$name" "$docs" "$lost" "$dup" "$noreason" "$crashed" "$secs"
+  TOTAL_LOST=$((TOTAL_LOST + lost)); TOTAL_DUP=$((TOTAL_DUP + dup))
+  [ "$lost" = 0 ] && [ "$dup" = 0 ] && [ "$noreason" = 0 ] && [ "$crashed" = 0 ] && [ "$pending" = 0 ] || FAILED=1
+  for q in chunks chunks.dead results results.dead poison; do rabbitmqctl -q delete_queue "$prefix.$q" >/dev/null 2>&1; done
+  rabbitmqctl -q delete_exchange "$prefix.dead" >/dev/null 2>&1
+}
+
+none() { :; }
+kill9_worker() {
+  sleep 4
+  kill -9 "$WORKER"
+  wait "$WORKER" 2>/dev/null
+  WORKER=$(start_role worker "$1" "$2")
+}
+restart_rabbitmq() {
+  sleep 4
+  rabbitmqctl stop_app >/dev/null 2>&1
+  sleep 3
+  rabbitmqctl start_app >/dev/null 2>&1
+}
+restart_postgres() {
+  sleep 4
+  scripts/services.sh stop-postgres >/dev/null 2>&1
+  sleep 3
+  scripts/services.sh up >/dev/null 2>&1
+}
+
+TOTAL_LOST=0 TOTAL_DUP=0 FAILED=0
+printf '%-18s %5s %5s %10s %8s %8s %6s\n' fault documents lost duplicated noreason crashed seconds
+scenario baseline none
+scenario kill-9-worker kill9_worker
+scenario restart-rabbitmq restart_rabbitmq
+if scripts/services.sh env 2>/dev/null | grep -q ':5433/'; then
+  scenario restart-postgres restart_postgres
+else
+  echo "restart-postgres   skipped: Postgres is not one that scripts/services.sh started"
+fi
+echo "lost $TOTAL_LOST duplicated $TOTAL_DUP"
+exit $FAILED
