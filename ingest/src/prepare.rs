@@ -2,7 +2,10 @@
 //! the chunk plan (via the pure `docpipe-chunker`).
 //!
 //! A chunk's model input is `<bos>` + the model's document prompt + the chunk's tokens +
-//! `<eos>`, exactly what sentence-transformers feeds the model for `prompt + text`.
+//! `<eos>`: the layout sentence-transformers uses for `prompt + text`. One difference at the
+//! seam: the prompt's trailing space stays its own token here, where tokenizing `prompt + text`
+//! as one string can merge it into the first word (`▁` + `MUTUAL` vs `▁MUTUAL`). Chunks keep
+//! the document's own tokens so their token ranges stay exact.
 //! `chunk_tokens` is that whole sequence length (default 2048, the model's maximum), so a
 //! chunk holds `chunk_tokens - prompt - 2` document tokens.
 
