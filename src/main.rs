@@ -49,7 +49,7 @@ struct Common {
         hide_env_values = true
     )]
     amqp_url: String,
-    /// Postgres URL (add ?sslmode=require for TLS).
+    /// Postgres URL (TLS is not compiled in yet).
     #[arg(
         long,
         global = true,
