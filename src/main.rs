@@ -79,11 +79,15 @@ struct S3Args {
 }
 
 #[derive(Args, Clone)]
-struct IngestArgs {
+struct SourceArgs {
     #[arg(long, env = "DOCPIPE_BUCKET")]
     bucket: String,
     #[arg(long, env = "DOCPIPE_PREFIX", default_value = "")]
     prefix: String,
+}
+
+#[derive(Args, Clone)]
+struct IngestArgs {
     #[command(flatten)]
     s3: S3Args,
     /// Model sequence length per chunk, prompt and special tokens included.
@@ -136,6 +140,8 @@ enum Cmd {
     /// List a bucket, extract, chunk and publish every PDF.
     Ingest {
         #[command(flatten)]
+        source: SourceArgs,
+        #[command(flatten)]
         ingest: IngestArgs,
     },
     /// Embed chunks from RabbitMQ.
@@ -152,12 +158,22 @@ enum Cmd {
     /// document of the run is done or failed.
     Run {
         #[command(flatten)]
+        source: SourceArgs,
+        #[command(flatten)]
         ingest: IngestArgs,
         #[command(flatten)]
         worker: WorkerArgs,
         /// Give up waiting for the run after this many seconds.
         #[arg(long, env = "DOCPIPE_RUN_TIMEOUT_S", default_value_t = 6 * 3600)]
         run_timeout_s: u64,
+    },
+    /// Ingest again only the failed documents (of run R, or all of them); needs a worker and an
+    /// aggregator running, like `ingest`.
+    RetryFailed {
+        #[arg(long)]
+        run: Option<Uuid>,
+        #[command(flatten)]
+        ingest: IngestArgs,
     },
     /// Nearest stored chunks to a query.
     Search {
@@ -250,13 +266,23 @@ async fn async_main(cli: Cli) -> Result<()> {
             println!("migrations applied");
             Ok(())
         }
-        Cmd::Ingest { ingest } => {
+        Cmd::Ingest { source, ingest } => {
             let pool = connect_db(c).await?;
             let conn = connect_amqp(c, "docpipe-ingest").await?;
             let topology = declare(&conn, c).await?;
             let ingestor = build_ingestor(c, &ingest, pool.clone(), &conn, topology).await?;
-            let run_id = ingestor.start_run("cli", &ingest.bucket, &ingest.prefix).await?;
-            let summary = ingestor.ingest(run_id, &ingest.bucket, &ingest.prefix).await?;
+            let run_id = ingestor.start_run("cli", &source.bucket, &source.prefix).await?;
+            let summary = ingestor.ingest(run_id, &source.bucket, &source.prefix).await?;
+            println!("{}", serde_json::to_string_pretty(&summary)?);
+            Ok(())
+        }
+        Cmd::RetryFailed { run, ingest } => {
+            let pool = connect_db(c).await?;
+            let conn = connect_amqp(c, "docpipe-retry").await?;
+            let topology = declare(&conn, c).await?;
+            let ingestor = build_ingestor(c, &ingest, pool.clone(), &conn, topology).await?;
+            let run_id = ingestor.start_run("retry-failed", "*", "").await?;
+            let summary = ingestor.retry_failed(run_id, run).await?;
             println!("{}", serde_json::to_string_pretty(&summary)?);
             Ok(())
         }
@@ -277,8 +303,8 @@ async fn async_main(cli: Cli) -> Result<()> {
             })
             .await
         }
-        Cmd::Run { ingest, worker, run_timeout_s } => {
-            run_all(c, ingest, worker, Duration::from_secs(run_timeout_s)).await
+        Cmd::Run { source, ingest, worker, run_timeout_s } => {
+            run_all(c, source, ingest, worker, Duration::from_secs(run_timeout_s)).await
         }
         Cmd::Search { query, top, bucket, worker } => search(c, &worker, &query, top, bucket.as_deref()).await,
         Cmd::Status { run } => status(&connect_db(c).await?, run).await,
@@ -393,7 +419,13 @@ fn shutdown_signal() -> watch::Receiver<bool> {
     rx
 }
 
-async fn run_all(c: &Common, ingest: IngestArgs, worker: WorkerArgs, timeout: Duration) -> Result<()> {
+async fn run_all(
+    c: &Common,
+    source: SourceArgs,
+    ingest: IngestArgs,
+    worker: WorkerArgs,
+    timeout: Duration,
+) -> Result<()> {
     let started = Instant::now();
     let pool = connect_db(c).await?;
     let conn = Arc::new(connect_amqp(c, "docpipe-run").await?);
@@ -425,9 +457,9 @@ async fn run_all(c: &Common, ingest: IngestArgs, worker: WorkerArgs, timeout: Du
         })
     };
 
-    let run_id = ingestor.start_run("run", &ingest.bucket, &ingest.prefix).await?;
-    info!(%run_id, bucket = ingest.bucket, prefix = ingest.prefix, "run started");
-    let summary = ingestor.ingest(run_id, &ingest.bucket, &ingest.prefix).await?;
+    let run_id = ingestor.start_run("run", &source.bucket, &source.prefix).await?;
+    info!(%run_id, bucket = source.bucket, prefix = source.prefix, "run started");
+    let summary = ingestor.ingest(run_id, &source.bucket, &source.prefix).await?;
     let outcome = wait_for_run(&pool, run_id, timeout, stop_signal, &worker_task, &aggregator_task).await;
     let _ = stop_tx.send(true);
     let worker_result = worker_task.await;

@@ -243,6 +243,24 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
             .await
             .unwrap();
     assert_eq!(before, after, "no duplicate chunk rows after a re-run");
+
+    // retry-failed takes only the failed documents of a run: the two broken files, again
+    let (last_run,): (Uuid,) = sqlx::query_as("SELECT run_id FROM documents WHERE bucket = $1 AND key = 'corrupt.pdf'")
+        .bind(&bucket)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let out = docpipe(&["retry-failed", "--run", &last_run.to_string()], &prefix);
+    assert!(out.status.success());
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("retry-failed prints a JSON summary");
+    assert_eq!((summary["objects"].as_u64(), summary["failed"].as_u64()), (Some(2), Some(2)), "{summary}");
+    let (done,): (i64,) = sqlx::query_as("SELECT count(*) FROM documents WHERE bucket = $1 AND status = 'done'")
+        .bind(&bucket)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(done, 2, "done documents are untouched");
+
     let _ = std::fs::remove_dir_all(&dir);
     delete_queues(&prefix).await;
 }

@@ -150,12 +150,41 @@ impl Ingestor {
 
     /// Ingest every object under `s3://bucket/prefix` as part of `run_id`.
     pub async fn ingest(&self, run_id: Uuid, bucket: &str, prefix: &str) -> Result<RunSummary, IngestError> {
-        let started = Instant::now();
         let objects = s3::list(&self.s3, bucket, prefix).await?;
         info!(%run_id, bucket, prefix, objects = objects.len(), "listed bucket");
+        self.ingest_objects(run_id, objects.into_iter().map(|o| (bucket.to_string(), o)).collect()).await
+    }
+
+    /// Ingest again the documents that failed — those whose latest attempt was in `only_run`,
+    /// or every failed document — as part of `run_id`.
+    pub async fn retry_failed(&self, run_id: Uuid, only_run: Option<Uuid>) -> Result<RunSummary, IngestError> {
+        let rows: Vec<(String, String, Option<i64>, Option<String>)> = sqlx::query_as(
+            "SELECT bucket, key, bytes, etag FROM documents
+             WHERE status = 'failed' AND ($1::uuid IS NULL OR run_id = $1) ORDER BY bucket, key",
+        )
+        .bind(only_run)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("listing failed documents"))?;
+        info!(%run_id, documents = rows.len(), "retrying failed documents");
+        let objects = rows
+            .into_iter()
+            .map(|(bucket, key, bytes, etag)| {
+                (bucket, s3::ObjectInfo { key, size: bytes.unwrap_or(0).max(0) as u64, etag })
+            })
+            .collect();
+        self.ingest_objects(run_id, objects).await
+    }
+
+    async fn ingest_objects(
+        &self,
+        run_id: Uuid,
+        objects: Vec<(String, s3::ObjectInfo)>,
+    ) -> Result<RunSummary, IngestError> {
+        let started = Instant::now();
         let mut summary = RunSummary { run_id, objects: objects.len(), ..Default::default() };
         let mut results = futures_util::stream::iter(objects)
-            .map(|obj| self.ingest_object(run_id, bucket, obj))
+            .map(|(bucket, obj)| async move { self.ingest_object(run_id, &bucket, obj).await })
             .buffer_unordered(self.cfg.concurrency.max(1));
         while let Some(r) = results.next().await {
             match r? {
