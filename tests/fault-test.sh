@@ -38,6 +38,12 @@ scenario() {  # name inject-function
   WORKER=$(start_role worker "$prefix" "$log")
   local run_id
   run_id=$(DOCPIPE_QUEUE_PREFIX=$prefix "$BIN" ingest --bucket "$bucket" 2>>"$log" | sed -n 's/.*"run_id": "\(.*\)".*/\1/p')
+  if [ -z "$run_id" ]; then
+    printf '%-18s ingest failed, see %s\n' "$name" "$log"
+    FAILED=1
+    kill -TERM "$AGG" "$WORKER" 2>/dev/null; wait "$AGG" "$WORKER" 2>/dev/null
+    return
+  fi
   local t0=$SECONDS crashed=0
   $inject "$prefix" "$log"
   local pending=1

@@ -55,7 +55,7 @@ pub async fn store(pool: &PgPool, r: &ChunkResult) -> Result<Stored, AggregateEr
     let m = &r.meta;
     let embedding = match &r.outcome {
         ChunkOutcome::Embedded { embedding } => embedding,
-        ChunkOutcome::Failed { error } => return fail_document(pool, m, error).await,
+        ChunkOutcome::Failed { error } => return fail_document(pool, m, "embed", error).await,
     };
     let err = |source| AggregateError::Store { chunk: m.label(), source };
     let mut tx = pool.begin().await.map_err(err)?;
@@ -110,8 +110,9 @@ pub async fn store(pool: &PgPool, r: &ChunkResult) -> Result<Stored, AggregateEr
     Ok(Stored::Inserted { completed: Some(done) == count && status == "done" })
 }
 
-/// Mark the chunk's document failed (once) with the worker's reason, and record it.
-async fn fail_document(pool: &PgPool, m: &ChunkMeta, error: &str) -> Result<Stored, AggregateError> {
+/// Mark the chunk's document failed (once) with the reason, and record it under `stage`
+/// (`embed` or `store`, the stage the chunk failed in).
+async fn fail_document(pool: &PgPool, m: &ChunkMeta, stage: &str, error: &str) -> Result<Stored, AggregateError> {
     let err = |source| AggregateError::Store { chunk: m.label(), source };
     let mut tx = pool.begin().await.map_err(err)?;
     let message = format!("chunk {}: {error}", m.index);
@@ -121,7 +122,7 @@ async fn fail_document(pool: &PgPool, m: &ChunkMeta, error: &str) -> Result<Stor
     )
     .bind(m.document_id)
     .bind(m.generation)
-    .bind(format!("embed: {message}"))
+    .bind(format!("{stage}: {message}"))
     .execute(&mut *tx)
     .await
     .map_err(err)?
@@ -132,11 +133,12 @@ async fn fail_document(pool: &PgPool, m: &ChunkMeta, error: &str) -> Result<Stor
     }
     sqlx::query(
         "INSERT INTO failures (run_id, document_id, bucket, key, stage, class, message)
-         SELECT $1, id, bucket, key, 'embed', 'permanent', $3 FROM documents WHERE id = $2",
+         SELECT $1, id, bucket, key, $4, 'permanent', $3 FROM documents WHERE id = $2",
     )
     .bind(m.run_id)
     .bind(m.document_id)
     .bind(&message)
+    .bind(stage)
     .execute(&mut *tx)
     .await
     .map_err(err)?;
@@ -242,7 +244,7 @@ async fn store_retrying(
             Ok(s) => return Ok(Some(s)),
             Err(AggregateError::Store { source, .. }) if is_data_error(&source) => {
                 error!(document_id = %m.document_id, chunk = m.index, error = %source, "result refused by the database");
-                return fail_document(pool, m, &format!("store: {source}")).await.map(Some);
+                return fail_document(pool, m, "store", &source.to_string()).await.map(Some);
             }
             Err(e) => {
                 error!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, error = %e, retry_in = ?delay, "cannot store result; retrying");
@@ -274,7 +276,9 @@ async fn handle_dead_letter(
             let why = format!("dead-lettered from {queue}: undecodable, or failed on every delivery");
             // recording it is what makes the ack safe: wait out a database outage
             loop {
-                match fail_document(pool, m, &why).await {
+                // a dead chunk never got embedded; a dead result never got stored
+                let stage = if queue == topology.dead_queue(&topology.chunks()) { "embed" } else { "store" };
+                match fail_document(pool, m, stage, &why).await {
                     Ok(_) => return Ok(()),
                     Err(e) => {
                         error!(document_id = %m.document_id, error = %e, "cannot record dead letter; retrying in 2 s");
