@@ -12,7 +12,7 @@ export DOCPIPE_MODEL ?= $(DOCPIPE_HOME)/embeddinggemma-300m
 SERVICES_ENV := $(DOCPIPE_HOME)/run/env.sh
 CARGO ?= cargo
 
-.PHONY: demo test bench fault-test provision libtorch model services services-down build
+.PHONY: demo test bench eval fault-test provision libtorch model services services-down build
 
 provision: libtorch model services
 
@@ -41,6 +41,13 @@ fault-test: provision build
 
 demo: provision build
 	source $(SERVICES_ENV) && scripts/demo.sh
+
+# Clause-label evaluation: the whole pipeline on labelled PDFs, then recall@1/@5 and presence
+# precision/recall per category (cross-validated). Last line: `recall@5 X.XX`.
+LABELS ?= ../shared/corpus/contracts/cuad_labels.tsv
+PDFS ?= ../shared/corpus/contracts
+eval: provision build
+	source $(SERVICES_ENV) && scripts/eval.sh "$(LABELS)" "$(PDFS)"
 
 # Forward pass vs sentence-transformers, same chunks and threads, one run (installs the reference).
 bench: libtorch model

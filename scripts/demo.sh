@@ -44,18 +44,27 @@ echo "== SQL: documents of the bucket by status"
 psql_ -c "SELECT status, count(*) AS documents, sum(pages) AS pages, sum(chunk_count) AS chunks
           FROM documents WHERE bucket = '$BUCKET' GROUP BY status ORDER BY status;"
 
-echo "== SQL: for each contract, the most similar other contract (mean of its chunk embeddings)"
+echo "== SQL: for each contract, the most similar other contract (document embeddings)"
 psql_ -c "WITH doc AS (
-            SELECT d.id, left(d.key, 48) AS key, avg(c.embedding) AS e
-            FROM documents d JOIN chunks c ON c.document_id = d.id
-            WHERE d.bucket = '$BUCKET' AND d.status = 'done' GROUP BY d.id, d.key)
+            SELECT id, left(key, 48) AS key, embedding AS e FROM documents
+            WHERE bucket = '$BUCKET' AND status = 'done')
           SELECT a.key AS contract, b.key AS most_similar, round((1 - (a.e <=> b.e))::numeric, 3) AS cosine
           FROM doc a CROSS JOIN LATERAL (
             SELECT key, e FROM doc b WHERE b.id <> a.id ORDER BY a.e <=> b.e LIMIT 1) b
           ORDER BY a.key;"
 
-echo "== nearest chunks to: \"$QUERY\""
-echo "   (docpipe search embeds the query, then: SELECT ... WHERE bucket = ... ORDER BY embedding <=> \$query LIMIT 5)"
+echo "== SQL: contract_summary — the clause categories found in each contract"
+psql_ -c "SELECT left(document, 40) AS document, category_count AS found, left(array_to_string(categories, ', '), 90) AS categories
+          FROM contract_summary WHERE bucket = '$BUCKET' AND status = 'done' ORDER BY document;"
+
+echo "== SQL: contract_clauses — the governing-law clause of each contract"
+psql_ -c "SELECT left(document, 40) AS document, round(score::numeric, 3) AS score, page,
+                 left(regexp_replace(text, '\s+', ' ', 'g'), 90) AS clause
+          FROM contract_clauses WHERE bucket = '$BUCKET' AND category = 'Governing Law' AND present
+          ORDER BY score DESC;"
+
+echo "== nearest clauses to: \"$QUERY\""
+echo "   (docpipe search embeds the query, then: SELECT ... FROM segments ... ORDER BY embedding <=> \$query LIMIT 5)"
 "$BIN" search "$QUERY" --bucket "$BUCKET" --top 5
 
 echo

@@ -5,12 +5,16 @@
 //! docpipe worker                           chunks → embeddings (libtorch, CPU or CUDA)
 //! docpipe aggregate                        embeddings → Postgres, documents → done
 //! docpipe run --bucket B                   all three in one process, until the run is finished
-//! docpipe search "text" [--top K]          nearest chunks to a query
+//! docpipe search "text" [--category C]     nearest clause segments to a query
+//! docpipe labels [--learn LABELS.tsv]      embed the clause categories (or learn them), relabel
+//! docpipe eval --labels F --bucket B       recall of labelled clauses (`make eval`)
 //! docpipe status [--run R]                 documents by status, failures
 //! docpipe migrate                          apply the database migrations
 //! ```
 //! Every flag has an environment variable (`DOCPIPE_*`); see the README.
 
+mod eval;
+mod labels;
 mod sample_pdf;
 
 use std::path::PathBuf;
@@ -135,6 +139,28 @@ struct WorkerArgs {
     threads: i32,
 }
 
+impl WorkerArgs {
+    /// CPU defaults, for embedding a few queries outside a worker.
+    fn cpu() -> Self {
+        Self {
+            device: "cpu".into(),
+            dtype: "auto".into(),
+            max_batch_tokens: 8192,
+            max_wait_ms: 75,
+            prefetch: 32,
+            threads: 0,
+        }
+    }
+}
+
+#[derive(Args, Clone)]
+struct LabelArgs {
+    /// Presence threshold of the zero-shot clause categories: a document has a clause when its
+    /// best segment scores at least this (learned categories keep their own thresholds).
+    #[arg(long, env = "DOCPIPE_LABEL_THRESHOLD", default_value_t = labels::DEFAULT_THRESHOLD)]
+    label_threshold: f32,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// List a bucket, extract, chunk and publish every PDF.
@@ -149,10 +175,12 @@ enum Cmd {
         #[command(flatten)]
         worker: WorkerArgs,
     },
-    /// Store results in Postgres and finish documents.
+    /// Store results in Postgres and finish documents (with their clause labels).
     Aggregate {
         #[arg(long, env = "DOCPIPE_PREFETCH", default_value_t = 64)]
         prefetch: u16,
+        #[command(flatten)]
+        labels: LabelArgs,
     },
     /// Ingest, worker and aggregator in one process (still through RabbitMQ); exits when every
     /// document of the run is done or failed.
@@ -163,6 +191,8 @@ enum Cmd {
         ingest: IngestArgs,
         #[command(flatten)]
         worker: WorkerArgs,
+        #[command(flatten)]
+        labels: LabelArgs,
         /// Give up waiting for the run after this many seconds.
         #[arg(long, env = "DOCPIPE_RUN_TIMEOUT_S", default_value_t = 6 * 3600)]
         run_timeout_s: u64,
@@ -175,7 +205,7 @@ enum Cmd {
         #[command(flatten)]
         ingest: IngestArgs,
     },
-    /// Nearest stored chunks to a query.
+    /// Nearest clause segments to a query (embedded with the model's query prompt).
     Search {
         query: String,
         #[arg(long, default_value_t = 5)]
@@ -183,6 +213,39 @@ enum Cmd {
         /// Only documents from this bucket.
         #[arg(long)]
         bucket: Option<String>,
+        /// Only segments that score at or above this clause category's threshold
+        /// (e.g. "Governing Law"; `docpipe labels` lists them).
+        #[arg(long)]
+        category: Option<String>,
+        #[command(flatten)]
+        worker: WorkerArgs,
+    },
+    /// Embed the clause categories if needed and relabel documents; with `--learn`, learn
+    /// prototypes and presence thresholds from labelled documents. Prints the categories.
+    Labels {
+        /// Labels file in `cuad_labels.tsv` format (file, category, answer, clauses_json).
+        #[arg(long)]
+        learn: Option<PathBuf>,
+        /// Bucket holding the labelled documents (matched by file name).
+        #[arg(long, env = "DOCPIPE_BUCKET")]
+        bucket: Option<String>,
+        #[command(flatten)]
+        labels: LabelArgs,
+        #[command(flatten)]
+        worker: WorkerArgs,
+    },
+    /// Recall@1/@5 of labelled clauses and presence precision/recall, per category, with
+    /// cross-validated learned prototypes; the last line is `recall@5 X.XX`.
+    Eval {
+        #[arg(long)]
+        labels: PathBuf,
+        /// Bucket holding the labelled documents (matched by file name).
+        #[arg(long, env = "DOCPIPE_BUCKET")]
+        bucket: String,
+        #[arg(long, default_value_t = 5)]
+        folds: usize,
+        #[command(flatten)]
+        label_args: LabelArgs,
         #[command(flatten)]
         worker: WorkerArgs,
     },
@@ -208,6 +271,9 @@ enum Cmd {
         chunk_tokens: usize,
         #[arg(long, env = "DOCPIPE_CHUNK_OVERLAP", default_value_t = 128)]
         overlap: usize,
+        /// Print the clause segments (ranges, pages, text) instead of the chunks.
+        #[arg(long)]
+        segments: bool,
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -295,21 +361,37 @@ async fn async_main(cli: Cli) -> Result<()> {
             })
             .await
         }
-        Cmd::Aggregate { prefetch } => {
+        Cmd::Aggregate { prefetch, labels } => {
             let pool = connect_db(c).await?;
+            ensure_labels(c, &pool, &WorkerArgs::cpu(), &labels, None).await?;
             supervise(c, "docpipe-aggregator", shutdown_signal(), |conn, topology, stop| {
                 let pool = pool.clone();
                 async move { docpipe_aggregator::run(&conn, &topology, &pool, prefetch, stop).await }
             })
             .await
         }
-        Cmd::Run { source, ingest, worker, run_timeout_s } => {
-            run_all(c, source, ingest, worker, Duration::from_secs(run_timeout_s)).await
+        Cmd::Run { source, ingest, worker, labels, run_timeout_s } => {
+            run_all(c, source, ingest, worker, labels, Duration::from_secs(run_timeout_s)).await
         }
-        Cmd::Search { query, top, bucket, worker } => search(c, &worker, &query, top, bucket.as_deref()).await,
+        Cmd::Search { query, top, bucket, category, worker } => {
+            search(c, &worker, &query, top, bucket.as_deref(), category.as_deref()).await
+        }
+        Cmd::Labels { learn, bucket, labels, worker } => {
+            labels_cmd(c, &worker, &labels, learn.as_deref(), bucket.as_deref()).await
+        }
+        Cmd::Eval { labels, bucket, folds, label_args, worker } => {
+            let pool = connect_db(c).await?;
+            ensure_labels(c, &pool, &worker, &label_args, None).await?;
+            let gold = eval::read_labels(&labels)?;
+            let (docs, unlocated) = eval::load_docs(&pool, &bucket, &gold).await?;
+            let cats = labels::load(&pool).await?;
+            eval::report(&docs, &cats, folds, unlocated, label_args.label_threshold)
+        }
         Cmd::Status { run } => status(&connect_db(c).await?, run).await,
         Cmd::Put { bucket, prefix, s3, files } => put(&bucket, &prefix, &s3, &files).await,
-        Cmd::Chunks { chunk_tokens, overlap, files } => print_chunks(c, chunk_tokens, overlap, &files).await,
+        Cmd::Chunks { chunk_tokens, overlap, segments, files } => {
+            print_chunks(c, chunk_tokens, overlap, segments, &files).await
+        }
         Cmd::ExtractPdf { .. } | Cmd::RenderPdf { .. } => {
             unreachable!("handled before the runtime starts")
         }
@@ -424,6 +506,7 @@ async fn run_all(
     source: SourceArgs,
     ingest: IngestArgs,
     worker: WorkerArgs,
+    labels: LabelArgs,
     timeout: Duration,
 ) -> Result<()> {
     let started = Instant::now();
@@ -431,6 +514,7 @@ async fn run_all(
     let conn = Arc::new(connect_amqp(c, "docpipe-run").await?);
     let topology = declare(&conn, c).await?;
     let model = load_model(c, &worker)?;
+    ensure_labels(c, &pool, &worker, &labels, Some(&model)).await?;
     let ingestor = build_ingestor(c, &ingest, pool.clone(), &conn, topology.clone()).await?;
 
     let stop_signal = shutdown_signal();
@@ -624,7 +708,13 @@ async fn put(bucket: &str, prefix: &str, s3: &S3Args, files: &[PathBuf]) -> Resu
     Ok(())
 }
 
-async fn print_chunks(c: &Common, chunk_tokens: usize, overlap: usize, files: &[PathBuf]) -> Result<()> {
+async fn print_chunks(
+    c: &Common,
+    chunk_tokens: usize,
+    overlap: usize,
+    segments: bool,
+    files: &[PathBuf],
+) -> Result<()> {
     use docpipe_ingest::extract::Extractor;
     use docpipe_ingest::prepare::{DocumentText, ModelInput};
     let input = ModelInput::load(&model_dir(c)?, chunk_tokens, overlap)?;
@@ -633,12 +723,25 @@ async fn print_chunks(c: &Common, chunk_tokens: usize, overlap: usize, files: &[
         let pdf = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
         let pages = extractor.extract(&pdf).await.with_context(|| format!("extracting {}", f.display()))?;
         let doc = DocumentText::from_pages(&pages.pages);
-        let (_, chunks) = input.prepare(&doc.text)?;
-        for p in chunks {
+        let prepared = input.prepare(&doc.text)?;
+        if segments {
+            for (i, s) in prepared.segments.iter().enumerate() {
+                let pages = doc.pages_of(&s.chars);
+                let text: String = doc.text.chars().skip(s.chars.start).take(s.chars.len()).collect();
+                let line = serde_json::json!({
+                    "file": f.display().to_string(), "segment": i, "chars": [s.chars.start, s.chars.end],
+                    "tokens": [s.tokens.start, s.tokens.end], "pages": [pages.start, pages.end - 1], "text": text,
+                });
+                println!("{line}");
+            }
+            continue;
+        }
+        for p in prepared.chunks {
             let span = |r: &std::ops::Range<usize>| [r.start, r.end];
             let line = serde_json::json!({
                 "file": f.display().to_string(), "index": p.chunk.index, "tokens": span(&p.chunk.tokens),
                 "owned": span(&p.chunk.owned), "chars": span(&p.chunk.chars), "input_ids": p.input_ids,
+                "segments": p.segments,
             });
             println!("{line}");
         }
@@ -646,30 +749,122 @@ async fn print_chunks(c: &Common, chunk_tokens: usize, overlap: usize, files: &[
     Ok(())
 }
 
-async fn search(c: &Common, w: &WorkerArgs, query: &str, top: i64, bucket: Option<&str>) -> Result<()> {
+async fn search(
+    c: &Common,
+    w: &WorkerArgs,
+    query: &str,
+    top: i64,
+    bucket: Option<&str>,
+    category: Option<&str>,
+) -> Result<()> {
     let pool = connect_db(c).await?;
+    if let Some(cat) = category {
+        let known: Option<(String,)> =
+            sqlx::query_as("SELECT name FROM clause_categories WHERE lower(name) = lower($1)")
+                .bind(cat)
+                .fetch_optional(&pool)
+                .await?;
+        if known.is_none() {
+            let names: Vec<(String,)> =
+                sqlx::query_as("SELECT name FROM clause_categories ORDER BY name").fetch_all(&pool).await?;
+            let names: Vec<String> = names.into_iter().map(|n| n.0).collect();
+            bail!("unknown clause category {cat:?}; known: {}", names.join(", "));
+        }
+    }
     let model = load_model(c, w)?;
     let q = model.embed_texts(Some("query"), &[query])?.remove(0);
-    let rows: Vec<(String, i32, Option<i32>, f64, String)> = sqlx::query_as(
-        "SELECT d.key, c.chunk_index,
-                (SELECT min(p.page_no) FROM pages p WHERE p.document_id = d.id AND p.char_end > c.owned_char_start) AS page,
-                1 - (c.embedding <=> $1) AS score,
-                substr(d.text, c.owned_char_start + 1, 160) AS excerpt
-         FROM chunks c JOIN documents d ON d.id = c.document_id
-         WHERE $3::text IS NULL OR d.bucket = $3
-         ORDER BY c.embedding <=> $1 LIMIT $2",
+    // exact scan when filtering by category (an HNSW scan would stop after ef_search rows)
+    let rows: Vec<(String, i32, i32, f64, String)> = sqlx::query_as(
+        "SELECT d.key, s.segment_index, s.page_start, 1 - (s.embedding <=> $1) AS score,
+                substr(d.text, s.char_start + 1, s.char_end - s.char_start) AS text
+         FROM segments s JOIN documents d ON d.id = s.document_id
+         WHERE s.embedding IS NOT NULL AND ($3::text IS NULL OR d.bucket = $3)
+           AND ($4::text IS NULL OR EXISTS (
+                SELECT 1 FROM clause_categories c
+                WHERE lower(c.name) = lower($4) AND 1 - (s.embedding <=> c.embedding) >= c.threshold))
+         ORDER BY s.embedding <=> $1 LIMIT $2",
     )
     .bind(pgvector::Vector::from(q))
     .bind(top)
     .bind(bucket)
+    .bind(category)
     .fetch_all(&pool)
     .await?;
-    for (key, chunk, page, score, excerpt) in rows {
-        let excerpt: String = excerpt.split_whitespace().collect::<Vec<_>>().join(" ");
-        println!(
-            "{score:.3}  {key}  chunk {chunk}  page {}\n       {excerpt}…",
-            page.map(|p| p.to_string()).unwrap_or_else(|| "?".into())
-        );
+    if rows.is_empty() {
+        println!("no matching segments");
+    }
+    for (key, segment, page, score, text) in rows {
+        let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let excerpt: String = text.chars().take(240).collect();
+        let more = if excerpt.len() < text.len() { "…" } else { "" };
+        println!("{score:.3}  {key}  page {page}  segment {segment}\n       {excerpt}{more}");
+    }
+    Ok(())
+}
+
+/// Make sure the clause categories are embedded (loading the model only when they are not,
+/// unless one is given), and apply `--label-threshold` where the categories are zero-shot.
+async fn ensure_labels(
+    c: &Common,
+    pool: &PgPool,
+    w: &WorkerArgs,
+    a: &LabelArgs,
+    model: Option<&SentenceEmbedder>,
+) -> Result<()> {
+    if !labels::is_current(pool).await? {
+        let n = match model {
+            Some(m) => labels::ensure(pool, m, a.label_threshold).await?,
+            None => labels::ensure(pool, &load_model(c, w)?, a.label_threshold).await?,
+        };
+        info!(categories = n, "clause categories embedded");
+    }
+    let changed = sqlx::query("UPDATE clause_categories SET threshold = $1 WHERE source = 'query' AND threshold <> $1")
+        .bind(a.label_threshold)
+        .execute(pool)
+        .await?
+        .rows_affected();
+    if changed > 0 {
+        info!(threshold = a.label_threshold, "zero-shot presence threshold changed; relabelling");
+        labels::relabel_all(pool).await?;
+    }
+    Ok(())
+}
+
+async fn labels_cmd(
+    c: &Common,
+    w: &WorkerArgs,
+    a: &LabelArgs,
+    learn: Option<&std::path::Path>,
+    bucket: Option<&str>,
+) -> Result<()> {
+    let pool = connect_db(c).await?;
+    ensure_labels(c, &pool, w, a, None).await?;
+    if let Some(path) = learn {
+        let bucket = bucket.context("--learn needs --bucket (where the labelled documents are)")?;
+        let gold = eval::read_labels(path)?;
+        let (docs, _) = eval::load_docs(&pool, bucket, &gold).await?;
+        if docs.len() < 2 {
+            bail!("found {} labelled documents that are done in bucket {bucket}; need at least 2", docs.len());
+        }
+        let cats = labels::load(&pool).await?;
+        let refs: Vec<&eval::Doc> = docs.iter().collect();
+        let (beta, scorers) = eval::learn(&refs, &cats, 5);
+        let learned: Vec<(String, Vec<f32>, f32)> =
+            cats.iter().zip(scorers).map(|(c, s)| (c.name.clone(), s.embedding, s.threshold)).collect();
+        let source = format!("learned from {} documents of {} (beta {beta})", docs.len(), path.display());
+        labels::store_learned(&pool, &learned, &source).await?;
+        println!("{source}");
+    }
+    let rows: Vec<(String, f32, String, i64)> = sqlx::query_as(
+        "SELECT c.name, c.threshold, c.source, count(l.*) FILTER (WHERE l.present)
+         FROM clause_categories c LEFT JOIN document_labels l ON l.category = c.name
+         GROUP BY c.name, c.threshold, c.source ORDER BY c.name",
+    )
+    .fetch_all(&pool)
+    .await?;
+    println!("{:<38} {:>9} {:>9}  source", "category", "threshold", "documents");
+    for (name, t, source, n) in rows {
+        println!("{name:<38} {t:>9.3} {n:>9}  {source}");
     }
     Ok(())
 }

@@ -173,6 +173,56 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
     .unwrap();
     assert!(excerpt.trim_start().starts_with("SUPPLY AGREEMENT between Société Générale de Pièces"), "{excerpt:?}");
 
+    // clause segments: every one embedded once (by the chunk owning its middle token), the
+    // numbered sections of the long contract are segments, each done document has a label per
+    // category and a row in contract_summary
+    let segs: Vec<(String, i64, i64, i64)> = sqlx::query_as(
+        "SELECT d.key, count(*), count(s.embedding), count(*) FILTER (WHERE s.chunk_index IS NULL)
+         FROM segments s JOIN documents d ON d.id = s.document_id WHERE d.bucket = $1 GROUP BY d.key ORDER BY d.key",
+    )
+    .bind(&bucket)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(segs.len(), 2, "{segs:?}");
+    for (key, n, embedded, unowned) in &segs {
+        assert!(*n >= 1 && n == embedded && *unowned == 0, "{key}: {n} segments, {embedded} embedded");
+    }
+    assert!(segs.iter().any(|s| s.0 == "long-supply-agreement.pdf" && s.1 >= 40), "{segs:?}");
+    let (section,): (String,) = sqlx::query_as(
+        "SELECT substr(d.text, s.char_start + 1, s.char_end - s.char_start) FROM segments s
+         JOIN documents d ON d.id = s.document_id
+         WHERE d.bucket = $1 AND d.key = 'long-supply-agreement.pdf' AND s.segment_index = 7",
+    )
+    .bind(&bucket)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(section.starts_with("7. Section 7.") && section.ends_with("notice."), "{section:?}");
+    let (labels, cats): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM document_labels l JOIN documents d ON d.id = l.document_id WHERE d.bucket = $1),
+                (SELECT count(*) FROM clause_categories)",
+    )
+    .bind(&bucket)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((cats, labels), (41, 2 * 41));
+    let (summaries, with_embedding): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(d.embedding) FROM contract_summary s JOIN documents d ON d.id = s.document_id
+         WHERE s.bucket = $1 AND s.status = 'done'",
+    )
+    .bind(&bucket)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((summaries, with_embedding), (2, 2));
+    let out = docpipe(&["search", "termination on written notice", "--bucket", &bucket, "--top", "3"], &prefix);
+    let hits = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && hits.contains("long-supply-agreement.pdf  page"), "{hits}");
+    let out = docpipe(&["search", "x", "--category", "No Such Clause"], &prefix);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("unknown clause category"));
+
     // a redelivered result changes nothing
     let long_id = by_key("long-supply-agreement.pdf").0;
     let (generation, ts, te, os, oe, cs, ce, ocs, oce, emb, count): (
@@ -189,7 +239,7 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
         i32,
     ) = sqlx::query_as(
         "SELECT c.generation, token_start, token_end, owned_token_start, owned_token_end, char_start, char_end,
-                    owned_char_start, owned_char_end, embedding, d.chunk_count
+                    owned_char_start, owned_char_end, c.embedding, d.chunk_count
              FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.document_id = $1 AND chunk_index = 1",
     )
     .bind(long_id)
@@ -212,7 +262,7 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
             chars: span(cs, ce),
             owned_chars: span(ocs, oce),
         },
-        outcome: ChunkOutcome::Embedded { embedding: emb.to_vec() },
+        outcome: ChunkOutcome::Embedded { embedding: emb.to_vec(), segments: vec![] },
         model: "test".into(),
         input_tokens: 1,
     };

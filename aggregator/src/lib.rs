@@ -7,7 +7,11 @@
 //!    so a redelivered result changes nothing;
 //! 3. only when that insert added a row, counts it, and flips the document to `done` in the
 //!    same statement when the count reaches the chunk count — so the transition happens
-//!    exactly once, also with several aggregators (the row lock serialises them).
+//!    exactly once, also with several aggregators (the row lock serialises them);
+//! 4. stores the embeddings of the segments whose middle token the chunk owns (each segment
+//!    is kept once, from one chunk — the ownership rule), and, with the document's last chunk,
+//!    the document embedding (chunk embeddings weighted by owned tokens) and its clause labels
+//!    (best segment per category, [`label_document`]).
 //!
 //! The delivery is acknowledged after the commit. A message that cannot be decoded is
 //! dead-lettered; during a database outage the delivery stays unacknowledged and the store is
@@ -15,6 +19,7 @@
 
 use std::time::Duration;
 
+use docpipe_chunker::segment::midpoint;
 use docpipe_common::amqp::{self, AmqpError, Publisher, Topology};
 use docpipe_common::messages::{ChunkMeta, ChunkOutcome, ChunkResult, SCHEMA_VERSION};
 use futures_util::StreamExt;
@@ -53,8 +58,8 @@ pub enum Stored {
 /// Store one result idempotently (see the module docs). A `Failed` outcome fails the document.
 pub async fn store(pool: &PgPool, r: &ChunkResult) -> Result<Stored, AggregateError> {
     let m = &r.meta;
-    let embedding = match &r.outcome {
-        ChunkOutcome::Embedded { embedding } => embedding,
+    let (embedding, segments) = match &r.outcome {
+        ChunkOutcome::Embedded { embedding, segments } => (embedding, segments),
         ChunkOutcome::Failed { error } => return fail_document(pool, m, "embed", error).await,
     };
     let err = |source| AggregateError::Store { chunk: m.label(), source };
@@ -95,6 +100,26 @@ pub async fn store(pool: &PgPool, r: &ChunkResult) -> Result<Stored, AggregateEr
         tx.commit().await.map_err(err)?;
         return Ok(Stored::Duplicate);
     }
+    // segments: kept from the chunk that owns their middle token
+    let owned = m.owned_tokens[0]..m.owned_tokens[1];
+    for seg in segments {
+        if !owned.contains(&(midpoint(&(seg.tokens[0] as usize..seg.tokens[1] as usize)) as u32)) {
+            continue;
+        }
+        sqlx::query(
+            "UPDATE segments SET embedding = $3, chunk_index = $4, pooled_token_start = $5, pooled_token_end = $6
+             WHERE document_id = $1 AND segment_index = $2",
+        )
+        .bind(m.document_id)
+        .bind(seg.index as i32)
+        .bind(Vector::from(seg.embedding.clone()))
+        .bind(m.index as i32)
+        .bind(seg.pooled[0] as i32)
+        .bind(seg.pooled[1] as i32)
+        .execute(&mut *tx)
+        .await
+        .map_err(err)?;
+    }
     let (done, count, status): (i32, Option<i32>, String) = sqlx::query_as(
         "UPDATE documents SET chunks_done = chunks_done + 1,
                 status = CASE WHEN chunks_done + 1 = chunk_count AND status = 'embedding' THEN 'done' ELSE status END,
@@ -106,8 +131,66 @@ pub async fn store(pool: &PgPool, r: &ChunkResult) -> Result<Stored, AggregateEr
     .fetch_one(&mut *tx)
     .await
     .map_err(err)?;
+    let completed = Some(done) == count && status == "done";
+    if completed {
+        finish_document(&mut tx, m.document_id).await.map_err(err)?;
+    }
     tx.commit().await.map_err(err)?;
-    Ok(Stored::Inserted { completed: Some(done) == count && status == "done" })
+    Ok(Stored::Inserted { completed })
+}
+
+/// A document's last chunk is in: its embedding (the mean of its chunk embeddings weighted by
+/// owned tokens, normalised) and its clause labels.
+async fn finish_document(tx: &mut sqlx::PgConnection, document_id: uuid::Uuid) -> Result<(), sqlx::Error> {
+    let chunks: Vec<(Vector, i32)> =
+        sqlx::query_as("SELECT embedding, owned_token_end - owned_token_start FROM chunks WHERE document_id = $1")
+            .bind(document_id)
+            .fetch_all(&mut *tx)
+            .await?;
+    let embedding = weighted_mean(chunks.iter().map(|(v, w)| (v.as_slice(), (*w).max(0) as f32)));
+    if let Some(e) = embedding {
+        sqlx::query("UPDATE documents SET embedding = $2 WHERE id = $1")
+            .bind(document_id)
+            .bind(Vector::from(e))
+            .execute(&mut *tx)
+            .await?;
+    }
+    label_document(tx, document_id).await
+}
+
+/// Normalised weighted mean of vectors; `None` when there is no weight.
+pub fn weighted_mean<'a>(vectors: impl Iterator<Item = (&'a [f32], f32)>) -> Option<Vec<f32>> {
+    let mut sum: Vec<f64> = Vec::new();
+    let mut total = 0f64;
+    for (v, w) in vectors {
+        if sum.is_empty() {
+            sum = vec![0.0; v.len()];
+        }
+        for (s, x) in sum.iter_mut().zip(v) {
+            *s += *x as f64 * w as f64;
+        }
+        total += w as f64;
+    }
+    let norm = sum.iter().map(|x| x * x).sum::<f64>().sqrt();
+    (total > 0.0 && norm > 0.0).then(|| sum.iter().map(|x| (x / norm) as f32).collect())
+}
+
+/// (Re)compute a document's best segment, score and presence flag per clause category.
+/// Nothing to do while `clause_categories` is empty (`docpipe labels` fills it).
+pub async fn label_document(tx: &mut sqlx::PgConnection, document_id: uuid::Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query("DELETE FROM document_labels WHERE document_id = $1").bind(document_id).execute(&mut *tx).await?;
+    sqlx::query(
+        "INSERT INTO document_labels (document_id, category, segment_index, score, present)
+         SELECT DISTINCT ON (c.name) s.document_id, c.name, s.segment_index, 1 - (s.embedding <=> c.embedding),
+                1 - (s.embedding <=> c.embedding) >= c.threshold
+         FROM clause_categories c CROSS JOIN segments s
+         WHERE s.document_id = $1 AND s.embedding IS NOT NULL
+         ORDER BY c.name, s.embedding <=> c.embedding, s.segment_index",
+    )
+    .bind(document_id)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
 }
 
 /// Mark the chunk's document failed (once) with the reason, and record it under `stage`

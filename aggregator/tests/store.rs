@@ -3,7 +3,7 @@
 //! dropped, and a chunk the worker could not embed failing its document.
 
 use docpipe_aggregator::{store, Stored};
-use docpipe_common::messages::{ChunkMeta, ChunkOutcome, ChunkResult, SCHEMA_VERSION};
+use docpipe_common::messages::{ChunkMeta, ChunkOutcome, ChunkResult, SegmentEmbedding, SCHEMA_VERSION};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -60,7 +60,7 @@ fn result(run: Uuid, doc: Uuid, index: u32, count: u32, generation: i32, outcome
 fn embedded(i: u32) -> ChunkOutcome {
     let mut e = vec![0.0f32; 768];
     e[i as usize % 768] = 1.0;
-    ChunkOutcome::Embedded { embedding: e }
+    ChunkOutcome::Embedded { embedding: e, segments: vec![] }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -122,4 +122,64 @@ async fn a_chunk_the_worker_could_not_embed_fails_its_document() {
         .await
         .unwrap();
     assert_eq!((n, stage.as_str()), (1, "embed"));
+}
+
+/// Segments overlapping two chunks are kept from the chunk owning their middle token; the
+/// document embedding is the owned-token-weighted mean of the chunk embeddings.
+#[tokio::test]
+async fn segments_are_kept_from_the_chunk_owning_their_middle() {
+    let pool = pool().await;
+    let (run, doc) = document(&pool, 2).await;
+    // chunk 0: tokens 0..120, owns 10..110; chunk 1: tokens 100..220, owns 110..210
+    let segs: [[u32; 2]; 3] = [[0, 50], [95, 130], [150, 200]];
+    for (i, t) in segs.iter().enumerate() {
+        sqlx::query(
+            "INSERT INTO segments (document_id, segment_index, char_start, char_end, token_start, token_end, page_start, page_end)
+             VALUES ($1, $2, $3, $4, $5, $6, 1, 1)",
+        )
+        .bind(doc)
+        .bind(i as i32)
+        .bind(t[0] as i32 * 4)
+        .bind(t[1] as i32 * 4)
+        .bind(t[0] as i32)
+        .bind(t[1] as i32)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    let axis = |k: usize| {
+        let mut e = vec![0.0f32; 768];
+        e[k] = 1.0;
+        e
+    };
+    let seg = |index: u32, chunk: u32| SegmentEmbedding {
+        index,
+        tokens: segs[index as usize],
+        pooled: [segs[index as usize][0].max(chunk * 100), segs[index as usize][1].min(chunk * 100 + 120)],
+        embedding: axis(10 * chunk as usize + index as usize),
+    };
+    let r0 =
+        result(run, doc, 0, 2, 1, ChunkOutcome::Embedded { embedding: axis(0), segments: vec![seg(0, 0), seg(1, 0)] });
+    let r1 =
+        result(run, doc, 1, 2, 1, ChunkOutcome::Embedded { embedding: axis(1), segments: vec![seg(1, 1), seg(2, 1)] });
+    assert_eq!(store(&pool, &r0).await.unwrap(), Stored::Inserted { completed: false });
+    assert_eq!(store(&pool, &r1).await.unwrap(), Stored::Inserted { completed: true });
+    let rows: Vec<(i32, Option<i32>, Option<i32>, Option<i32>, pgvector::Vector)> = sqlx::query_as(
+        "SELECT segment_index, chunk_index, pooled_token_start, pooled_token_end, embedding FROM segments
+         WHERE document_id = $1 ORDER BY segment_index",
+    )
+    .bind(doc)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let owners: Vec<(i32, Option<i32>)> = rows.iter().map(|r| (r.0, r.1)).collect();
+    assert_eq!(owners, vec![(0, Some(0)), (1, Some(1)), (2, Some(1))]);
+    // segment 1 (tokens 95..130, middle 112) came from chunk 1, pooled over 100..130
+    assert_eq!((rows[1].2, rows[1].3), (Some(100), Some(130)));
+    assert_eq!(rows[1].4.as_slice()[11], 1.0);
+    assert_eq!(rows[0].4.as_slice()[0], 1.0);
+    let (e,): (pgvector::Vector,) =
+        sqlx::query_as("SELECT embedding FROM documents WHERE id = $1").bind(doc).fetch_one(&pool).await.unwrap();
+    let h = std::f32::consts::FRAC_1_SQRT_2;
+    assert!((e.as_slice()[0] - h).abs() < 1e-6 && (e.as_slice()[1] - h).abs() < 1e-6, "{:?}", &e.as_slice()[..3]);
 }

@@ -1,4 +1,5 @@
-//! Overlapping token windows and the ownership rule — pure arithmetic, no I/O.
+//! Overlapping token windows and the ownership rule — pure arithmetic, no I/O — and the
+//! clause segments of a text ([`segment`]).
 //!
 //! A document of `n` tokens is cut into windows of `window` tokens that advance by
 //! `window - overlap`; the last window is shorter and never a duplicate tail. Every chunk
@@ -11,6 +12,8 @@
 //! Postgres `substr`, Python slicing and the analyst's SQL all count characters.
 
 use std::ops::Range;
+
+pub mod segment;
 
 /// Window geometry, in document tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

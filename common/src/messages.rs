@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Half-open `[start, end)` range, serialised as a two-element array.
 pub type Span = [u32; 2];
@@ -37,6 +37,30 @@ pub struct ChunkTask {
     pub meta: ChunkMeta,
     /// The model's full input: `<bos>`, document prompt, the chunk's tokens, `<eos>`.
     pub input_ids: Vec<u32>,
+    /// The document's segments that overlap this chunk.
+    #[serde(default)]
+    pub segments: Vec<SegmentRef>,
+}
+
+/// A clause segment, by its index in the document and its whole document-token range (which
+/// may reach past the chunk: the worker pools the part inside it, and the aggregator keeps
+/// the segment from the chunk that owns its middle token).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentRef {
+    pub index: u32,
+    pub tokens: Span,
+}
+
+/// A segment's contextual embedding: mean of its token states inside the chunk, then the
+/// model's Dense layers and normalisation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentEmbedding {
+    pub index: u32,
+    /// The segment's whole document-token range, as sent (decides ownership).
+    pub tokens: Span,
+    /// Document tokens actually pooled (the part of the segment inside the chunk).
+    pub pooled: Span,
+    pub embedding: Vec<f32>,
 }
 
 /// worker → aggregator: what became of one chunk.
@@ -53,8 +77,13 @@ pub struct ChunkResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ChunkOutcome {
-    /// L2-normalised sentence embedding of the chunk.
-    Embedded { embedding: Vec<f32> },
+    /// L2-normalised sentence embedding of the chunk, and one per overlapping segment
+    /// (late chunking: pooled from the same prefill).
+    Embedded {
+        embedding: Vec<f32>,
+        #[serde(default)]
+        segments: Vec<SegmentEmbedding>,
+    },
     /// The model rejected this chunk on its own (not a batch-wide failure); the aggregator
     /// fails the document with this reason, so nothing waits for it forever.
     Failed { error: String },

@@ -7,8 +7,10 @@
 //! 3. extract text per page in an isolated child process ([`extract`]);
 //! 4. tokenize with the model's tokenizer and cut 2048/128 chunks with owned ranges
 //!    ([`prepare`], arithmetic in `docpipe-chunker`);
-//! 5. store pages and the chunk count (status `embedding`), then publish one persistent
-//!    message per chunk and wait for the broker's confirms.
+//! 5. cut the text into clause segments (sections, paragraphs, sentences of long paragraphs;
+//!    `docpipe_chunker::segment`), each carried, as a token range, by every chunk it overlaps;
+//! 6. store pages, segments and the chunk count (status `embedding`), then publish one
+//!    persistent message per chunk and wait for the broker's confirms.
 //!
 //! A document that cannot be processed ends `failed` with the reason and a row in `failures`;
 //! the run goes on. Losing the database or the broker aborts the run with an error instead.
@@ -274,7 +276,7 @@ impl Ingestor {
         let text = doc.text.clone();
         let prepared =
             tokio::task::spawn_blocking(move || input.prepare(&text)).await.expect("tokenizer task panicked");
-        let (n_tokens, chunks) = match prepared {
+        let prepare::Prepared { n_tokens, chunks, segments } = match prepared {
             Ok(p) => p,
             Err(e) => return Ok(Err(DocFailure::permanent("tokenize", e.to_string()))),
         };
@@ -300,7 +302,7 @@ impl Ingestor {
                 format!("{n_tokens} tokens, over the limit of {} (max_tokens)", self.cfg.max_tokens),
             )));
         }
-        self.store_text(id, generation, &doc, n_tokens, chunks.len()).await?;
+        self.store_text(id, generation, &doc, &segments, n_tokens, chunks.len()).await?;
         let count = chunks.len() as u32;
         let tasks: Vec<ChunkTask> = chunks
             .into_iter()
@@ -320,6 +322,7 @@ impl Ingestor {
                         owned_chars: span(&p.chunk.owned_chars),
                     },
                     input_ids: p.input_ids,
+                    segments: p.segments,
                 }
             })
             .collect();
@@ -346,7 +349,8 @@ impl Ingestor {
              ON CONFLICT (bucket, key) DO UPDATE SET
                run_id = EXCLUDED.run_id, etag = EXCLUDED.etag, sha256 = EXCLUDED.sha256, bytes = EXCLUDED.bytes,
                status = 'extracting', error = NULL, generation = documents.generation + 1, pages = NULL,
-               token_count = NULL, chunk_count = NULL, chunks_done = 0, text = NULL, done_at = NULL, updated_at = now()
+               token_count = NULL, chunk_count = NULL, chunks_done = 0, text = NULL, embedding = NULL, done_at = NULL,
+               updated_at = now()
              RETURNING id, generation",
         )
         .bind(Uuid::now_v7())
@@ -359,7 +363,12 @@ impl Ingestor {
         .fetch_one(&mut *tx)
         .await
         .map_err(db(what()))?;
-        for sql in ["DELETE FROM pages WHERE document_id = $1", "DELETE FROM chunks WHERE document_id = $1"] {
+        for sql in [
+            "DELETE FROM pages WHERE document_id = $1",
+            "DELETE FROM chunks WHERE document_id = $1",
+            "DELETE FROM segments WHERE document_id = $1",
+            "DELETE FROM document_labels WHERE document_id = $1",
+        ] {
             sqlx::query(sql).bind(id).execute(&mut *tx).await.map_err(db(what()))?;
         }
         tx.commit().await.map_err(db(what()))?;
@@ -373,6 +382,7 @@ impl Ingestor {
         id: Uuid,
         generation: i32,
         doc: &DocumentText,
+        segments: &[prepare::Segment],
         n_tokens: usize,
         n_chunks: usize,
     ) -> Result<(), IngestError> {
@@ -389,6 +399,23 @@ impl Ingestor {
             .execute(&mut *tx)
             .await
             .map_err(db(what()))?;
+        let col = |f: &dyn Fn(&prepare::Segment) -> usize| segments.iter().map(|s| f(s) as i32).collect::<Vec<i32>>();
+        let pages: Vec<_> = segments.iter().map(|s| doc.pages_of(&s.chars)).collect();
+        sqlx::query(
+            "INSERT INTO segments (document_id, segment_index, char_start, char_end, token_start, token_end, page_start, page_end)
+             SELECT $1, * FROM UNNEST($2::int[], $3::int[], $4::int[], $5::int[], $6::int[], $7::int[], $8::int[])",
+        )
+        .bind(id)
+        .bind((0..segments.len() as i32).collect::<Vec<i32>>())
+        .bind(col(&|s| s.chars.start))
+        .bind(col(&|s| s.chars.end))
+        .bind(col(&|s| s.tokens.start))
+        .bind(col(&|s| s.tokens.end))
+        .bind(pages.iter().map(|p| p.start as i32).collect::<Vec<i32>>())
+        .bind(pages.iter().map(|p| p.end as i32 - 1).collect::<Vec<i32>>())
+        .execute(&mut *tx)
+        .await
+        .map_err(db(what()))?;
         sqlx::query(
             "UPDATE documents SET text = $3, pages = $4, token_count = $5, chunk_count = $6, status = 'embedding', updated_at = now()
              WHERE id = $1 AND generation = $2",

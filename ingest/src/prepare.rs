@@ -12,7 +12,9 @@
 use std::ops::Range;
 use std::path::Path;
 
-use docpipe_chunker::{Chunk, ChunkConfig};
+use docpipe_chunker::segment::{self, SegmentConfig};
+use docpipe_chunker::{CharIndex, Chunk, ChunkConfig};
+use docpipe_common::messages::SegmentRef;
 use tokenizers::Tokenizer;
 
 /// Separator between pages in the document text.
@@ -77,6 +79,25 @@ impl DocumentText {
 pub struct PreparedChunk {
     pub chunk: Chunk,
     pub input_ids: Vec<u32>,
+    /// The document's segments that overlap the chunk's tokens.
+    pub segments: Vec<SegmentRef>,
+}
+
+/// A clause segment of the document (see `docpipe_chunker::segment`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segment {
+    /// Character range in the document text.
+    pub chars: Range<usize>,
+    /// Document-token range (non-empty).
+    pub tokens: Range<usize>,
+}
+
+/// A tokenized document cut into chunks and segments.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub n_tokens: usize,
+    pub chunks: Vec<PreparedChunk>,
+    pub segments: Vec<Segment>,
 }
 
 /// Tokenizer plus the model's input layout.
@@ -86,6 +107,7 @@ pub struct ModelInput {
     eos: u32,
     prompt_ids: Vec<u32>,
     chunking: ChunkConfig,
+    segmenting: SegmentConfig,
 }
 
 impl ModelInput {
@@ -122,18 +144,30 @@ impl ModelInput {
         }
         let chunking = ChunkConfig { window: chunk_tokens - overhead, overlap };
         chunking.validate()?;
-        Ok(Self { tokenizer, bos, eos, prompt_ids, chunking })
+        Ok(Self { tokenizer, bos, eos, prompt_ids, chunking, segmenting: SegmentConfig::default() })
     }
 
     pub fn chunking(&self) -> ChunkConfig {
         self.chunking
     }
 
-    /// Tokenize the document and cut it into chunks with their model inputs.
-    pub fn prepare(&self, text: &str) -> Result<(usize, Vec<PreparedChunk>), PrepareError> {
+    pub fn with_segmenting(mut self, cfg: SegmentConfig) -> Self {
+        self.segmenting = cfg;
+        self
+    }
+
+    /// Longest segment, in tokens: half a chunk, so that the chunk owning a segment's middle
+    /// token holds most of it. Longer segments are split (the same way every time).
+    pub fn max_segment_tokens(&self) -> usize {
+        (self.chunking.window / 2).max(1)
+    }
+
+    /// Tokenize the document, cut it into chunks with their model inputs, and into segments.
+    pub fn prepare(&self, text: &str) -> Result<Prepared, PrepareError> {
         let enc = self.tokenizer.encode(text, false).map_err(|e| PrepareError::Encode(e.to_string()))?;
         let ids = enc.get_ids();
         let chunks = docpipe_chunker::chunk(text, enc.get_offsets(), self.chunking)?;
+        let segments = self.segments(text, enc.get_offsets());
         let prepared = chunks
             .into_iter()
             .map(|chunk| {
@@ -142,10 +176,41 @@ impl ModelInput {
                 input.extend_from_slice(&self.prompt_ids);
                 input.extend_from_slice(&ids[chunk.tokens.clone()]);
                 input.push(self.eos);
-                PreparedChunk { chunk, input_ids: input }
+                let overlapping = segments
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.tokens.start < chunk.tokens.end && s.tokens.end > chunk.tokens.start)
+                    .map(|(i, s)| SegmentRef { index: i as u32, tokens: [s.tokens.start as u32, s.tokens.end as u32] })
+                    .collect();
+                PreparedChunk { chunk, input_ids: input, segments: overlapping }
             })
             .collect();
-        Ok((ids.len(), prepared))
+        Ok(Prepared { n_tokens: ids.len(), chunks: prepared, segments })
+    }
+
+    /// Segments with their token ranges; long ones split into token pieces.
+    fn segments(&self, text: &str, byte_offsets: &[(usize, usize)]) -> Vec<Segment> {
+        let index = CharIndex::new(text);
+        let token_chars: Vec<(usize, usize)> =
+            byte_offsets.iter().map(|&(s, e)| (index.char_floor(s), index.char_ceil(e))).collect();
+        let max = self.max_segment_tokens();
+        let mut out = Vec::new();
+        for chars in segment::segments(text, self.segmenting) {
+            let tokens = segment::token_range(&chars, &token_chars);
+            if tokens.is_empty() {
+                continue;
+            }
+            if tokens.len() <= max {
+                out.push(Segment { chars, tokens });
+                continue;
+            }
+            for piece in segment::split_long(std::slice::from_ref(&tokens), max) {
+                let start = token_chars[piece.start].0.max(chars.start);
+                let end = token_chars[piece.start..piece.end].iter().map(|t| t.1).max().unwrap_or(start).min(chars.end);
+                out.push(Segment { chars: start..end.max(start), tokens: piece });
+            }
+        }
+        out
     }
 }
 

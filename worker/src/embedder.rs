@@ -4,6 +4,7 @@
 //! The pipeline after the encoder runs in fp32 whatever the encoder's precision: it is a few
 //! small matrix products per sequence, and it keeps bf16 rounding out of the final vector.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -96,6 +97,24 @@ pub enum EmbedError {
     Empty,
     #[error("sequence of {len} tokens is longer than the model's {max} positions")]
     TooLong { len: usize, max: usize },
+    #[error("span {start}..{end} is empty or outside the sequence of {len} tokens")]
+    BadSpan { start: usize, end: usize, len: usize },
+}
+
+impl From<tch::TchError> for EmbedError {
+    fn from(e: tch::TchError) -> Self {
+        EmbedError::Model(ModelError::from(e))
+    }
+}
+
+/// A sequence's sentence embedding and its spans' embeddings.
+pub type Embedded = (Vec<f32>, Vec<Vec<f32>>);
+
+/// `[n, dim]` on any device → `n` rows on the host.
+fn rows(t: &Tensor, n: usize) -> Result<Vec<Vec<f32>>, EmbedError> {
+    let flat: Vec<f32> = Vec::<f32>::try_from(t.f_to_device(Device::Cpu)?.f_flatten(0, -1)?)?;
+    let dim = flat.len() / n.max(1);
+    Ok(flat.chunks(dim.max(1)).map(|c| c.to_vec()).collect())
 }
 
 pub struct SentenceEmbedder {
@@ -171,6 +190,15 @@ impl SentenceEmbedder {
 
     /// Sentence embeddings of pre-tokenized sequences, as one padded batch.
     pub fn embed(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let none: Vec<&[Range<usize>]> = vec![&[]; seqs.len()];
+        Ok(self.embed_with_spans(seqs, &none)?.into_iter().map(|(e, _)| e).collect())
+    }
+
+    /// Sentence embeddings of pre-tokenized sequences, as one padded batch, and for each
+    /// sequence one embedding per span of its positions (late chunking): the span's token
+    /// states, from the same forward pass, mean-pooled and sent through the same Dense layers
+    /// and normalisation as the whole sequence.
+    pub fn embed_with_spans(&self, seqs: &[&[u32]], spans: &[&[Range<usize>]]) -> Result<Vec<Embedded>, EmbedError> {
         let _guard = tch::no_grad_guard();
         if seqs.is_empty() {
             return Ok(Vec::new());
@@ -181,6 +209,11 @@ impl SentenceEmbedder {
         }
         if max > self.max_len() {
             return Err(EmbedError::TooLong { len: max, max: self.max_len() });
+        }
+        for (s, sp) in seqs.iter().zip(spans) {
+            if let Some(bad) = sp.iter().find(|r| r.is_empty() || r.end > s.len()) {
+                return Err(EmbedError::BadSpan { start: bad.start, end: bad.end, len: s.len() });
+            }
         }
         // an out-of-range id would be a device-side assert on CUDA, fatal to the process
         let vocab = self.encoder.config.vocab_size;
@@ -198,26 +231,31 @@ impl SentenceEmbedder {
         }
         let device = self.device();
         let shape = [seqs.len() as i64, max as i64];
-        let ids = Tensor::f_from_slice(&ids)
-            .map_err(ModelError::from)?
-            .f_view(shape)
-            .map_err(ModelError::from)?
-            .f_to_device(device)
-            .map_err(ModelError::from)?;
-        let valid = Tensor::f_from_slice(&valid)
-            .map_err(ModelError::from)?
-            .f_view(shape)
-            .map_err(ModelError::from)?
-            .f_to_device(device)
-            .map_err(ModelError::from)?;
-        let hidden = self.encoder.forward(&ids, &valid).map_err(ModelError::from)?;
-        let pooled = self.head.forward(&hidden, &valid).map_err(ModelError::from)?;
-        let flat: Vec<f32> = Vec::<f32>::try_from(
-            pooled.f_to_device(Device::Cpu).map_err(ModelError::from)?.f_flatten(0, -1).map_err(ModelError::from)?,
-        )
-        .map_err(ModelError::from)?;
-        let dim = flat.len() / seqs.len();
-        Ok(flat.chunks(dim).map(|c| c.to_vec()).collect())
+        let ids = Tensor::f_from_slice(&ids)?.f_view(shape)?.f_to_device(device)?;
+        let valid = Tensor::f_from_slice(&valid)?.f_view(shape)?.f_to_device(device)?;
+        let hidden = self.encoder.forward(&ids, &valid)?;
+        let pooled = self.head.project(&self.head.mean(&hidden, &valid)?)?;
+        let sentences = rows(&pooled, seqs.len())?;
+        let n_spans: usize = spans.iter().map(|s| s.len()).sum();
+        let mut span_rows = if n_spans == 0 {
+            Vec::new()
+        } else {
+            let (starts, ends): (Vec<i64>, Vec<i64>) = spans
+                .iter()
+                .enumerate()
+                .flat_map(|(b, sp)| {
+                    sp.iter().map(move |r| ((b * (max + 1) + r.start) as i64, (b * (max + 1) + r.end) as i64))
+                })
+                .unzip();
+            let means = self.head.span_means(&hidden, &starts, &ends)?;
+            rows(&self.head.project(&means)?, n_spans)?
+        }
+        .into_iter();
+        Ok(sentences
+            .into_iter()
+            .zip(spans)
+            .map(|(sentence, sp)| (sentence, span_rows.by_ref().take(sp.len()).collect()))
+            .collect())
     }
 
     /// Embed texts with a named prompt (`"query"`, `"document"`, ...).
@@ -270,15 +308,35 @@ fn load_head(dir: &Path, device: Device, hidden: usize) -> Result<Head, EmbedErr
 }
 
 impl Head {
-    /// Mean over real tokens, then the Dense stack, then L2 normalisation; `[batch, dim]` fp32.
-    fn forward(&self, hidden: &Tensor, valid: &Tensor) -> Result<Tensor, tch::TchError> {
+    /// Mean over real tokens; `[batch, hidden]` fp32.
+    fn mean(&self, hidden: &Tensor, valid: &Tensor) -> Result<Tensor, tch::TchError> {
         let h = hidden.f_to_kind(Kind::Float)?;
         let m = valid.f_to_kind(Kind::Float)?.f_unsqueeze(-1)?;
         // masked_fill rather than multiply: 0 · NaN would still be NaN
         let h = h.f_masked_fill(&m.f_eq(0.0)?, 0.0)?;
         let sum = h.f_sum_dim_intlist(1, false, None::<Kind>)?;
         let count = m.f_sum_dim_intlist(1, false, None::<Kind>)?.f_clamp_min(1.0)?;
-        let mut x = sum.f_div(&count)?;
+        sum.f_div(&count)
+    }
+
+    /// Means of position spans `[start, end)`, given as flat indices `b * (len + 1) + pos`
+    /// into the per-row prefix sums; `[spans, hidden]` fp32. Prefix sums in fp64, so a short
+    /// span late in a long sequence keeps its precision.
+    fn span_means(&self, hidden: &Tensor, starts: &[i64], ends: &[i64]) -> Result<Tensor, tch::TchError> {
+        let (b, _, h) = hidden.size3()?;
+        let x = hidden.f_to_kind(Kind::Double)?;
+        let zero = Tensor::f_zeros([b, 1, h], (Kind::Double, x.device()))?;
+        let prefix = Tensor::f_cat(&[zero, x.f_cumsum(1, Kind::Double)?], 1)?.f_flatten(0, 1)?;
+        let idx = |v: &[i64]| Tensor::f_from_slice(v).and_then(|t| t.f_to_device(x.device()));
+        let (s, e) = (idx(starts)?, idx(ends)?);
+        let len: Vec<f64> = starts.iter().zip(ends).map(|(s, e)| (e - s) as f64).collect();
+        let len = Tensor::f_from_slice(&len)?.f_to_device(x.device())?.f_unsqueeze(-1)?;
+        prefix.f_index_select(0, &e)?.f_sub(&prefix.f_index_select(0, &s)?)?.f_div(&len)?.f_to_kind(Kind::Float)
+    }
+
+    /// The Dense stack, then L2 normalisation; `[n, dim]` fp32.
+    fn project(&self, pooled: &Tensor) -> Result<Tensor, tch::TchError> {
+        let mut x = pooled.shallow_clone();
         for d in &self.dense {
             x = x.f_linear(&d.weight, d.bias.as_ref())?;
         }

@@ -20,11 +20,12 @@ pub mod device;
 pub mod embedder;
 pub mod gemma3;
 
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use docpipe_common::amqp::{self, AmqpError, Publisher, Topology};
-use docpipe_common::messages::{ChunkOutcome, ChunkResult, ChunkTask, SCHEMA_VERSION};
+use docpipe_common::messages::{ChunkOutcome, ChunkResult, ChunkTask, SegmentEmbedding, SCHEMA_VERSION};
 use futures_util::StreamExt;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicRejectOptions};
@@ -69,7 +70,37 @@ struct Job {
 
 struct Done {
     job: Job,
-    result: Result<Vec<f32>, ChunkError>,
+    result: Result<(Vec<f32>, Vec<SegmentEmbedding>), ChunkError>,
+}
+
+/// Where a chunk's segments sit in its model input: for each, the document tokens pooled
+/// (the segment's part inside the chunk) and those tokens' input positions.
+fn segment_positions(task: &ChunkTask) -> Result<Vec<(Range<usize>, Range<usize>)>, ChunkError> {
+    let m = &task.meta;
+    let (start, end) = (m.tokens[0] as usize, m.tokens[1] as usize);
+    // input = <bos> + prompt + the chunk's tokens + <eos>
+    let Some(offset) = task.input_ids.len().checked_sub(1 + end.saturating_sub(start)).filter(|o| *o >= 1) else {
+        return Err(ChunkError {
+            permanent: true,
+            message: format!("chunk covers tokens {start}..{end} but has only {} input ids", task.input_ids.len()),
+        });
+    };
+    let mut out = Vec::with_capacity(task.segments.len());
+    for seg in &task.segments {
+        let pooled = (seg.tokens[0] as usize).max(start)..(seg.tokens[1] as usize).min(end);
+        if pooled.is_empty() {
+            return Err(ChunkError {
+                permanent: true,
+                message: format!(
+                    "segment {} (tokens {:?}) does not overlap the chunk's tokens {start}..{end}",
+                    seg.index, seg.tokens
+                ),
+            });
+        }
+        let positions = offset + pooled.start - start..offset + pooled.end - start;
+        out.push((pooled, positions));
+    }
+    Ok(out)
 }
 
 /// Why one chunk (alone, after any batch splitting) could not be embedded.
@@ -81,7 +112,10 @@ struct ChunkError {
 
 impl From<EmbedError> for ChunkError {
     fn from(e: EmbedError) -> Self {
-        let permanent = matches!(e, EmbedError::BadToken { .. } | EmbedError::TooLong { .. } | EmbedError::Empty);
+        let permanent = matches!(
+            e,
+            EmbedError::BadToken { .. } | EmbedError::TooLong { .. } | EmbedError::Empty | EmbedError::BadSpan { .. }
+        );
         Self { permanent, message: e.to_string() }
     }
 }
@@ -143,7 +177,7 @@ pub async fn run(
             for d in done {
                 let m = &d.job.task.meta;
                 let outcome = match d.result {
-                    Ok(embedding) => ChunkOutcome::Embedded { embedding },
+                    Ok((embedding, segments)) => ChunkOutcome::Embedded { embedding, segments },
                     Err(e) if e.permanent => {
                         error!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, error = %e.message, "chunk rejected by the model");
                         ChunkOutcome::Failed { error: e.message }
@@ -249,7 +283,7 @@ fn embed_batch(model: &SentenceEmbedder, mut jobs: Vec<Job>, max_tokens: usize) 
     jobs.sort_by_key(|j| j.task.input_ids.len());
     let started = Instant::now();
     let total: usize = jobs.iter().map(|j| j.task.input_ids.len()).sum();
-    let mut results: Vec<Result<Vec<f32>, ChunkError>> = Vec::with_capacity(jobs.len());
+    let mut results: Vec<Result<(Vec<f32>, Vec<SegmentEmbedding>), ChunkError>> = Vec::with_capacity(jobs.len());
     let mut start = 0;
     while start < jobs.len() {
         // longest-so-far × count must stay within the budget (sorted, so the last is longest)
@@ -257,8 +291,25 @@ fn embed_batch(model: &SentenceEmbedder, mut jobs: Vec<Job>, max_tokens: usize) 
         while end < jobs.len() && jobs[end].task.input_ids.len() * (end - start + 1) <= max_tokens {
             end += 1;
         }
-        let seqs: Vec<&[u32]> = jobs[start..end].iter().map(|j| j.task.input_ids.as_slice()).collect();
-        results.extend(embed_or_split(model, &seqs));
+        // a chunk whose segment ranges do not fit its input is rejected alone
+        let mut inputs = Vec::with_capacity(end - start);
+        let mut slots = Vec::with_capacity(end - start);
+        for job in &jobs[start..end] {
+            match segment_positions(&job.task) {
+                Ok(p) => {
+                    slots.push(None);
+                    inputs.push(Input { task: &job.task, spans: p });
+                }
+                Err(e) => slots.push(Some(Err(e))),
+            }
+        }
+        let mut embedded = embed_or_split(model, &inputs).into_iter();
+        results.extend(slots.into_iter().map(|slot| match slot {
+            Some(err) => err,
+            None => {
+                embedded.next().unwrap_or_else(|| Err(ChunkError { permanent: false, message: "lost in batch".into() }))
+            }
+        }));
         start = end;
     }
     let secs = started.elapsed().as_secs_f64();
@@ -272,15 +323,44 @@ fn embed_batch(model: &SentenceEmbedder, mut jobs: Vec<Job>, max_tokens: usize) 
     jobs.into_iter().zip(results).map(|(job, result)| Done { job, result }).collect()
 }
 
-fn embed_or_split(model: &SentenceEmbedder, seqs: &[&[u32]]) -> Vec<Result<Vec<f32>, ChunkError>> {
-    match model.embed(seqs) {
-        Ok(v) => v.into_iter().map(Ok).collect(),
-        Err(e) if seqs.len() > 1 => {
+/// A chunk's model input and its segments' (pooled tokens, input positions).
+struct Input<'a> {
+    task: &'a ChunkTask,
+    spans: Vec<(Range<usize>, Range<usize>)>,
+}
+
+type Embedding = Result<(Vec<f32>, Vec<SegmentEmbedding>), ChunkError>;
+
+fn embed_or_split(model: &SentenceEmbedder, inputs: &[Input]) -> Vec<Embedding> {
+    let seqs: Vec<&[u32]> = inputs.iter().map(|i| i.task.input_ids.as_slice()).collect();
+    let positions: Vec<Vec<Range<usize>>> =
+        inputs.iter().map(|i| i.spans.iter().map(|(_, pos)| pos.clone()).collect()).collect();
+    let spans: Vec<&[Range<usize>]> = positions.iter().map(|p| p.as_slice()).collect();
+    match model.embed_with_spans(&seqs, &spans) {
+        Ok(v) => v
+            .into_iter()
+            .zip(inputs)
+            .map(|((embedding, segs), input)| {
+                let segments = segs
+                    .into_iter()
+                    .zip(&input.task.segments)
+                    .zip(&input.spans)
+                    .map(|((embedding, seg), (pooled, _))| SegmentEmbedding {
+                        index: seg.index,
+                        tokens: seg.tokens,
+                        pooled: [pooled.start as u32, pooled.end as u32],
+                        embedding,
+                    })
+                    .collect();
+                Ok((embedding, segments))
+            })
+            .collect(),
+        Err(e) if inputs.len() > 1 => {
             let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
-            warn!(error = %e, chunks = seqs.len(), lengths = ?lens, "batch failed; splitting it in two and retrying");
-            let mid = seqs.len() / 2;
-            let mut out = embed_or_split(model, &seqs[..mid]);
-            out.extend(embed_or_split(model, &seqs[mid..]));
+            warn!(error = %e, chunks = inputs.len(), lengths = ?lens, "batch failed; splitting it in two and retrying");
+            let mid = inputs.len() / 2;
+            let mut out = embed_or_split(model, &inputs[..mid]);
+            out.extend(embed_or_split(model, &inputs[mid..]));
             out
         }
         Err(e) => vec![Err(e.into())],

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# `make eval LABELS=path/to/labels.tsv PDFS=path/to/pdf-dir`: run the whole pipeline on the
+# labelled PDFs, then score the clause labels against the gold clauses (`docpipe eval`).
+# Expects the services' environment (scripts/services.sh env) and a built target/debug/docpipe.
+# Documents already done in the eval bucket with unchanged content are not embedded again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+LABELS=${1:?usage: scripts/eval.sh LABELS.tsv PDF-DIR}
+PDFS=${2:?usage: scripts/eval.sh LABELS.tsv PDF-DIR}
+BIN=${DOCPIPE_BIN:-target/debug/docpipe}
+BUCKET=${EVAL_BUCKET:-docpipe-eval}
+FOLDS=${EVAL_FOLDS:-5}
+
+[ -f "$LABELS" ] || { echo "eval: no labels file $LABELS" >&2; exit 2; }
+[ -d "$PDFS" ] || { echo "eval: no PDF directory $PDFS" >&2; exit 2; }
+files=()
+while IFS= read -r f; do
+  if [ -f "$PDFS/$f" ]; then files+=("$PDFS/$f"); else echo "eval: $f is in $LABELS but not in $PDFS; left out" >&2; fi
+done < <(awk -F'\t' 'NR > 1 && $1 != "" { print $1 }' "$LABELS" | sort -u)
+[ ${#files[@]} -gt 0 ] || { echo "eval: none of the labelled files is in $PDFS" >&2; exit 2; }
+
+started=$(date +%s)
+echo "== uploading ${#files[@]} labelled PDFs to s3://$BUCKET"
+"$BIN" put --bucket "$BUCKET" "${files[@]}" >/dev/null
+echo "== running the pipeline on s3://$BUCKET"
+"$BIN" run --bucket "$BUCKET"
+echo "== pipeline finished in $(( $(date +%s) - started )) s; scoring"
+"$BIN" eval --labels "$LABELS" --bucket "$BUCKET" --folds "$FOLDS"
