@@ -169,6 +169,20 @@ enum Cmd {
         source: SourceArgs,
         #[command(flatten)]
         ingest: IngestArgs,
+        /// For cron: skip if another `--once` ingest of the same bucket/prefix is running,
+        /// then wait until every document of the run is done or failed (workers and
+        /// aggregators run elsewhere) and print the run's progress. Exit status 0 when the run
+        /// finished (failed documents are in `failures`), 1 otherwise.
+        #[arg(long, conflicts_with = "listen")]
+        once: bool,
+        /// Instead of listing the bucket, ingest the objects named by S3 event notifications
+        /// (the standard S3 event JSON) arriving on the queue `P.s3-events`, until SIGTERM.
+        /// `--bucket`/`--prefix` filter the events.
+        #[arg(long)]
+        listen: bool,
+        /// Give up waiting for the run (`--once`) after this many seconds.
+        #[arg(long, env = "DOCPIPE_RUN_TIMEOUT_S", default_value_t = 6 * 3600)]
+        run_timeout_s: u64,
     },
     /// Embed chunks from RabbitMQ.
     Worker {
@@ -249,10 +263,16 @@ enum Cmd {
         #[command(flatten)]
         worker: WorkerArgs,
     },
-    /// Documents by status (latest run by default) and their failures.
+    /// Documents by status (latest run by default) and their failures; `--watch` follows the
+    /// run's progress (a progress bar on a terminal, plain lines otherwise) until it finishes.
     Status {
         #[arg(long)]
         run: Option<Uuid>,
+        #[arg(long)]
+        watch: bool,
+        /// Seconds between progress updates with `--watch`.
+        #[arg(long, default_value_t = 2)]
+        interval_s: u64,
     },
     /// Upload files to a bucket (created if missing), keyed `PREFIX + file name`.
     Put {
@@ -285,6 +305,10 @@ enum Cmd {
         #[arg(long, default_value_t = 2000)]
         max_pages: usize,
     },
+    /// (testing) Publish the JSON on stdin as one persistent message to a queue, with a
+    /// confirm — e.g. a poison message for the fault suite.
+    #[command(hide = true)]
+    PublishRaw { queue: String },
     /// (internal) Render a text file as a PDF, for samples and tests.
     #[command(hide = true)]
     RenderPdf { input: PathBuf, output: PathBuf },
@@ -332,21 +356,69 @@ async fn async_main(cli: Cli) -> Result<()> {
             println!("migrations applied");
             Ok(())
         }
-        Cmd::Ingest { source, ingest } => {
+        Cmd::Ingest { source, ingest, listen: true, .. } => {
             let pool = connect_db(c).await?;
             let conn = connect_amqp(c, "docpipe-ingest").await?;
             let topology = declare(&conn, c).await?;
-            let ingestor = build_ingestor(c, &ingest, pool.clone(), &conn, topology).await?;
-            let run_id = ingestor.start_run("cli", &source.bucket, &source.prefix).await?;
+            drop(conn);
+            let ingestor = Arc::new(build_ingestor(c, &ingest, pool.clone(), "docpipe-ingest", topology).await?);
+            let run_id = ingestor.start_run("listen", &source.bucket, &source.prefix).await?;
+            supervise(c, "docpipe-ingest-listen", shutdown_signal(), |conn, _topology, stop| {
+                let (ingestor, source) = (ingestor.clone(), source.clone());
+                async move {
+                    let summary = ingestor.listen(run_id, &conn, &source.bucket, &source.prefix, stop).await?;
+                    println!("{}", serde_json::to_string_pretty(&summary).unwrap_or_default());
+                    Ok::<(), docpipe_ingest::IngestError>(())
+                }
+            })
+            .await
+        }
+        Cmd::Ingest { source, ingest, once, run_timeout_s, .. } => {
+            let pool = connect_db(c).await?;
+            // a session-level advisory lock, held by this connection until the process exits
+            let mut lock = None;
+            if once {
+                let mut conn = pool.acquire().await?.detach();
+                let (got,): (bool,) = sqlx::query_as("SELECT pg_try_advisory_lock(hashtext('docpipe-ingest:' || $1))")
+                    .bind(format!("{}/{}", source.bucket, source.prefix))
+                    .fetch_one(&mut conn)
+                    .await?;
+                if !got {
+                    println!("another `ingest --once` of s3://{}/{} is running; nothing to do", source.bucket, source.prefix);
+                    return Ok(());
+                }
+                lock = Some(conn);
+            }
+            let conn = connect_amqp(c, "docpipe-ingest").await?;
+            let topology = declare(&conn, c).await?;
+            let ingestor = build_ingestor(c, &ingest, pool.clone(), "docpipe-ingest", topology).await?;
+            let run_id = ingestor.start_run(if once { "cron" } else { "cli" }, &source.bucket, &source.prefix).await?;
             let summary = ingestor.ingest(run_id, &source.bucket, &source.prefix).await?;
             println!("{}", serde_json::to_string_pretty(&summary)?);
+            if once {
+                let waited = tokio::time::timeout(
+                    Duration::from_secs(run_timeout_s),
+                    watch_run(&pool, run_id, Duration::from_secs(10), shutdown_signal()),
+                )
+                .await;
+                let p = Progress::load(&pool, run_id).await?;
+                println!("run {run_id}: {}", p.line());
+                drop(lock);
+                match waited {
+                    Ok(r) => r?,
+                    Err(_) => bail!("run {run_id} not finished after {run_timeout_s} s"),
+                }
+                if p.finished_at.is_none() {
+                    bail!("interrupted before run {run_id} finished; its documents resume when workers run");
+                }
+            }
             Ok(())
         }
         Cmd::RetryFailed { run, ingest } => {
             let pool = connect_db(c).await?;
             let conn = connect_amqp(c, "docpipe-retry").await?;
             let topology = declare(&conn, c).await?;
-            let ingestor = build_ingestor(c, &ingest, pool.clone(), &conn, topology).await?;
+            let ingestor = build_ingestor(c, &ingest, pool.clone(), "docpipe-ingest", topology).await?;
             let run_id = ingestor.start_run("retry-failed", "*", "").await?;
             let summary = ingestor.retry_failed(run_id, run).await?;
             println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -387,10 +459,31 @@ async fn async_main(cli: Cli) -> Result<()> {
             let cats = labels::load(&pool).await?;
             eval::report(&docs, &cats, folds, unlocated, label_args.label_threshold)
         }
-        Cmd::Status { run } => status(&connect_db(c).await?, run).await,
+        Cmd::Status { run, watch, interval_s } => {
+            let pool = connect_db(c).await?;
+            let Some(run_id) = resolve_run(&pool, run).await? else {
+                println!("no runs yet");
+                return Ok(());
+            };
+            if watch {
+                watch_run(&pool, run_id, Duration::from_secs(interval_s.max(1)), shutdown_signal()).await?;
+            }
+            status(&pool, run_id).await
+        }
         Cmd::Put { bucket, prefix, s3, files } => put(&bucket, &prefix, &s3, &files).await,
         Cmd::Chunks { chunk_tokens, overlap, segments, files } => {
             print_chunks(c, chunk_tokens, overlap, segments, &files).await
+        }
+        Cmd::PublishRaw { queue } => {
+            let mut body = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut body).context("reading stdin")?;
+            let value: serde_json::Value =
+                serde_json::from_str(&body).unwrap_or_else(|_| serde_json::Value::String(body.clone()));
+            let conn = connect_amqp(c, "docpipe-publish-raw").await?;
+            declare(&conn, c).await?;
+            Publisher::new(&conn).await?.publish_all(&queue, &[value]).await?;
+            println!("published 1 message to {queue}");
+            Ok(())
         }
         Cmd::ExtractPdf { .. } | Cmd::RenderPdf { .. } => {
             unreachable!("handled before the runtime starts")
@@ -439,7 +532,7 @@ async fn build_ingestor(
     c: &Common,
     a: &IngestArgs,
     pool: PgPool,
-    conn: &lapin::Connection,
+    conn_name: &str,
     topology: Topology,
 ) -> Result<Ingestor> {
     let exe = std::env::current_exe().context("locating the docpipe binary for extraction")?;
@@ -459,7 +552,8 @@ async fn build_ingestor(
         region: a.s3.s3_region.clone(),
     })
     .await;
-    let publisher = Publisher::new(conn).await?;
+    // its own connection, re-established if the broker restarts mid-run
+    let publisher = Publisher::reconnecting(&c.amqp_url, &format!("{}-publisher", conn_name), PATIENCE).await?;
     Ok(Ingestor::new(cfg, s3, pool, publisher, topology)?)
 }
 
@@ -515,7 +609,7 @@ async fn run_all(
     let topology = declare(&conn, c).await?;
     let model = load_model(c, &worker)?;
     ensure_labels(c, &pool, &worker, &labels, Some(&model)).await?;
-    let ingestor = build_ingestor(c, &ingest, pool.clone(), &conn, topology.clone()).await?;
+    let ingestor = build_ingestor(c, &ingest, pool.clone(), "docpipe-run", topology.clone()).await?;
 
     let stop_signal = shutdown_signal();
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -561,7 +655,7 @@ async fn run_all(
         summary.chunks,
         started.elapsed().as_secs_f64()
     );
-    status(&pool, Some(run_id)).await
+    status(&pool, run_id).await
 }
 
 /// Run a consuming role until `stop` turns true, reconnecting to RabbitMQ with backoff
@@ -646,20 +740,109 @@ async fn wait_for_run<T, U>(
     }
 }
 
-async fn status(pool: &PgPool, run: Option<Uuid>) -> Result<()> {
-    let run_id = match run {
-        Some(r) => r,
-        None => match sqlx::query_as::<_, (Uuid,)>("SELECT id FROM runs ORDER BY started_at DESC LIMIT 1")
-            .fetch_optional(pool)
-            .await?
-        {
-            Some((r,)) => r,
-            None => {
-                println!("no runs yet");
-                return Ok(());
+/// The run given, or the latest one.
+async fn resolve_run(pool: &PgPool, run: Option<Uuid>) -> Result<Option<Uuid>> {
+    if run.is_some() {
+        return Ok(run);
+    }
+    let latest: Option<(Uuid,)> =
+        sqlx::query_as("SELECT id FROM runs ORDER BY started_at DESC LIMIT 1").fetch_optional(pool).await?;
+    Ok(latest.map(|r| r.0))
+}
+
+/// One row of the `run_progress` view.
+#[derive(sqlx::FromRow, Debug, Clone, PartialEq)]
+struct Progress {
+    documents: i64,
+    queued: i64,
+    extracting: i64,
+    embedding: i64,
+    done: i64,
+    failed: i64,
+    chunks_total: i64,
+    chunks_done: i64,
+    chunks_per_s: Option<f64>,
+    eta_s: Option<f64>,
+    ingest_finished_at: Option<chrono::DateTime<chrono::Utc>>,
+    finished_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl Progress {
+    async fn load(pool: &PgPool, run_id: Uuid) -> Result<Progress> {
+        sqlx::query_as(
+            "SELECT documents, queued, extracting, embedding, done, failed, chunks_total, chunks_done, chunks_per_s, eta_s,
+                    ingest_finished_at, finished_at
+             FROM run_progress WHERE run_id = $1",
+        )
+        .bind(run_id)
+        .fetch_optional(pool)
+        .await?
+        .with_context(|| format!("no run {run_id}"))
+    }
+
+    fn line(&self) -> String {
+        let eta = match self.eta_s {
+            Some(s) if s >= 3600.0 => format!("ETA {:.0}h{:02.0}m", (s / 3600.0).floor(), (s % 3600.0) / 60.0),
+            Some(s) => format!("ETA {:.0}m{:02.0}s", (s / 60.0).floor(), s % 60.0),
+            None => "ETA -".into(),
+        };
+        format!(
+            "{} documents: {} queued, {} extracting, {} embedding, {} done, {} failed · chunks {}/{} · {:.2} chunks/s · {}{}",
+            self.documents,
+            self.queued,
+            self.extracting,
+            self.embedding,
+            self.done,
+            self.failed,
+            self.chunks_done,
+            self.chunks_total,
+            self.chunks_per_s.unwrap_or(0.0),
+            eta,
+            if self.ingest_finished_at.is_none() { " · ingest still listing/publishing" } else { "" }
+        )
+    }
+}
+
+/// Follow a run until it is finished: a progress bar on a terminal, a plain line per change
+/// (at most every `interval`) otherwise.
+async fn watch_run(pool: &PgPool, run_id: Uuid, interval: Duration, mut stop: watch::Receiver<bool>) -> Result<()> {
+    use std::io::IsTerminal;
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} chunks\n{msg}")
+                .expect("progress template"),
+        );
+        bar
+    });
+    let mut last: Option<Progress> = None;
+    loop {
+        let p = Progress::load(pool, run_id).await?;
+        match &bar {
+            Some(bar) => {
+                bar.set_length(p.chunks_total as u64);
+                bar.set_position(p.chunks_done as u64);
+                bar.set_message(p.line());
+                bar.tick();
             }
-        },
-    };
+            None if last.as_ref() != Some(&p) => println!("{} run {run_id}: {}", chrono::Utc::now().format("%H:%M:%S"), p.line()),
+            None => {}
+        }
+        if p.finished_at.is_some() {
+            if let Some(bar) = &bar {
+                bar.finish_with_message(p.line());
+            }
+            return Ok(());
+        }
+        last = Some(p);
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = stop.changed() => return Ok(()),
+        }
+    }
+}
+
+async fn status(pool: &PgPool, run_id: Uuid) -> Result<()> {
     let rows: Vec<(String, String, Option<i32>, Option<i32>, i32, Option<String>)> = sqlx::query_as(
         "SELECT key, status, pages, chunk_count, chunks_done, error FROM documents WHERE run_id = $1 ORDER BY status, key",
     )

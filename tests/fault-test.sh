@@ -29,11 +29,11 @@ start_role() {  # role prefix logfile → pid
   echo $!
 }
 
-scenario() {  # name inject-function
-  local name=$1 inject=$2 tag
+scenario() {  # name inject-function [pdf-dir [timeout-s]]
+  local name=$1 inject=$2 dir=${3:-$work} timeout=${4:-$TIMEOUT} tag
   tag=$name-$(date +%s)-$$
   local prefix=fault-$tag bucket=fault-$tag log=$work/$name.log
-  "$BIN" put --bucket "$bucket" "$work"/*.pdf >/dev/null || { echo "put failed" >&2; return 1; }
+  "$BIN" put --bucket "$bucket" "$dir"/*.pdf >/dev/null || { echo "put failed" >&2; return 1; }
   AGG=$(start_role aggregate "$prefix" "$log")
   WORKER=$(start_role worker "$prefix" "$log")
   local run_id
@@ -47,7 +47,7 @@ scenario() {  # name inject-function
   local t0=$SECONDS crashed=0
   $inject "$prefix" "$log"
   local pending=1
-  while [ $((SECONDS - t0)) -lt "$TIMEOUT" ]; do
+  while [ $((SECONDS - t0)) -lt "$timeout" ]; do
     pending=$(sql "SELECT count(*) FROM documents WHERE run_id = '$run_id' AND status NOT IN ('done', 'failed')" 2>/dev/null || echo 1)
     [ "$pending" = 0 ] && break
     sleep 1
@@ -67,6 +67,7 @@ scenario() {  # name inject-function
   printf '%-18s %5s %5s %10s %8s %8s %6s\n' "$name" "$docs" "$lost" "$dup" "$noreason" "$crashed" "$secs"
   TOTAL_LOST=$((TOTAL_LOST + lost)); TOTAL_DUP=$((TOTAL_DUP + dup))
   [ "$lost" = 0 ] && [ "$dup" = 0 ] && [ "$noreason" = 0 ] && [ "$crashed" = 0 ] && [ "$pending" = 0 ] || FAILED=1
+  LAST_RUN=$run_id
   for q in chunks chunks.dead results results.dead poison; do rabbitmqctl -q delete_queue "$prefix.$q" >/dev/null 2>&1; done
   rabbitmqctl -q delete_exchange "$prefix.dead" >/dev/null 2>&1
 }
@@ -84,6 +85,11 @@ restart_rabbitmq() {
   sleep 3
   rabbitmqctl start_app >/dev/null 2>&1
 }
+poison_message() {
+  sleep 2
+  echo '{"schema": 2, "not": "a chunk"}' | DOCPIPE_QUEUE_PREFIX=$1 "$BIN" publish-raw "$1.chunks" >>"$2" 2>&1
+  printf 'garbage, not JSON' | DOCPIPE_QUEUE_PREFIX=$1 "$BIN" publish-raw "$1.results" >>"$2" 2>&1
+}
 restart_postgres() {
   sleep 4
   scripts/services.sh stop-postgres >/dev/null 2>&1
@@ -96,10 +102,33 @@ printf '%-18s %5s %5s %10s %8s %8s %6s\n' fault documents lost duplicated noreas
 scenario baseline none
 scenario kill-9-worker kill9_worker
 scenario restart-rabbitmq restart_rabbitmq
+scenario poison-message poison_message
 if scripts/services.sh env 2>/dev/null | grep -q ':5433/'; then
   scenario restart-postgres restart_postgres
 else
   echo "restart-postgres   skipped: Postgres is not one that scripts/services.sh started"
 fi
+ROBUSTNESS=${FAULT_ROBUSTNESS:-../shared/corpus/robustness}
+if [ -f "$ROBUSTNESS/MANIFEST.tsv" ]; then
+  # every odd PDF ends done or failed with a reason; long ones hit the token limit (a
+  # permanent failure that names it) so the suite stays bounded in time
+  export DOCPIPE_MAX_TOKENS=${FAULT_ROBUSTNESS_MAX_TOKENS:-16000}
+  scenario robustness-corpus none "$ROBUSTNESS" "${FAULT_ROBUSTNESS_TIMEOUT_S:-900}"
+  unset DOCPIPE_MAX_TOKENS
+  ROBUSTNESS_RUN=$LAST_RUN
+else
+  echo "robustness-corpus  skipped: no $ROBUSTNESS/MANIFEST.tsv"
+fi
 echo "lost $TOTAL_LOST duplicated $TOTAL_DUP"
+if [ -n "${ROBUSTNESS_RUN:-}" ]; then
+  echo
+  echo "robustness corpus, per file (why it is in the corpus → outcome):"
+  sql "SELECT key, status, coalesce(left(error, 90), '') FROM documents WHERE run_id = '$ROBUSTNESS_RUN' ORDER BY key" |
+    while IFS='|' read -r key status error; do
+      why=$(awk -F'\t' -v f="$key" '$1 == f { print $13 }' "$ROBUSTNESS/MANIFEST.tsv" | cut -c1-45)
+      printf '  %-42s %-45s %-6s %s\n' "$key" "$why" "$status" "$error"
+    done
+  # the summary line stays last
+  echo "lost $TOTAL_LOST duplicated $TOTAL_DUP"
+fi
 exit $FAILED

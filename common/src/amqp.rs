@@ -59,6 +59,11 @@ impl Topology {
     pub fn results(&self) -> String {
         format!("{}.results", self.prefix)
     }
+    /// S3 event notifications for `docpipe ingest --listen` (also the name of the direct
+    /// exchange bound to it, for brokers' notification targets such as MinIO's).
+    pub fn events(&self) -> String {
+        format!("{}.s3-events", self.prefix)
+    }
     pub fn dead_exchange(&self) -> String {
         format!("{}.dead", self.prefix)
     }
@@ -87,7 +92,7 @@ impl Topology {
         ch.queue_declare(poison.as_str().into(), durable(), quorum)
             .await
             .map_err(op(format!("declare queue {poison}")))?;
-        for queue in [self.chunks(), self.results()] {
+        for queue in [self.chunks(), self.results(), self.events()] {
             let dead = self.dead_queue(&queue);
             let mut dead_args = FieldTable::default();
             dead_args.insert("x-queue-type".into(), AMQPValue::LongString("quorum".into()));
@@ -112,6 +117,24 @@ impl Topology {
                 .await
                 .map_err(op(format!("declare queue {queue}")))?;
         }
+        let events = self.events();
+        ch.exchange_declare(
+            events.as_str().into(),
+            ExchangeKind::Direct,
+            ExchangeDeclareOptions { durable: true, ..Default::default() },
+            FieldTable::default(),
+        )
+        .await
+        .map_err(op(format!("declare exchange {events}")))?;
+        ch.queue_bind(
+            events.as_str().into(),
+            events.as_str().into(),
+            events.as_str().into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .map_err(op(format!("bind queue {events}")))?;
         Ok(())
     }
 
@@ -159,32 +182,85 @@ pub async fn consumer_channel(conn: &Connection, prefetch: u16) -> Result<Channe
 }
 
 /// Publishes persistent JSON messages and waits for the broker's confirm of each.
+///
+/// A publisher made with [`Publisher::reconnecting`] owns its connection: when the broker
+/// goes away mid-batch it reconnects with backoff and publishes the whole batch again (a
+/// message may then arrive twice; every consumer is idempotent).
 #[derive(Clone)]
 pub struct Publisher {
-    ch: Channel,
+    ch: std::sync::Arc<tokio::sync::Mutex<Channel>>,
+    reconnect: Option<std::sync::Arc<Reconnect>>,
+}
+
+struct Reconnect {
+    url: String,
+    name: String,
+    patience: Duration,
+    /// The connection the channel belongs to (kept alive here).
+    conn: tokio::sync::Mutex<Option<Connection>>,
+}
+
+async fn confirm_channel(conn: &Connection) -> Result<Channel, AmqpError> {
+    let ch = conn.create_channel().await.map_err(op("create channel"))?;
+    ch.confirm_select(ConfirmSelectOptions::default()).await.map_err(op("confirm.select"))?;
+    Ok(ch)
 }
 
 impl Publisher {
+    /// A publisher on a channel of `conn`; it fails when the connection does.
     pub async fn new(conn: &Connection) -> Result<Self, AmqpError> {
-        let ch = conn.create_channel().await.map_err(op("create channel"))?;
-        ch.confirm_select(ConfirmSelectOptions::default()).await.map_err(op("confirm.select"))?;
-        Ok(Self { ch })
+        let ch = confirm_channel(conn).await?;
+        Ok(Self { ch: std::sync::Arc::new(tokio::sync::Mutex::new(ch)), reconnect: None })
     }
 
-    pub fn channel(&self) -> &Channel {
-        &self.ch
+    /// A publisher with its own connection to `url`, re-established (for up to `patience`
+    /// each time) when the broker restarts.
+    pub async fn reconnecting(url: &str, name: &str, patience: Duration) -> Result<Self, AmqpError> {
+        let conn = connect(url, name, patience).await?;
+        let ch = confirm_channel(&conn).await?;
+        Ok(Self {
+            ch: std::sync::Arc::new(tokio::sync::Mutex::new(ch)),
+            reconnect: Some(std::sync::Arc::new(Reconnect {
+                url: url.into(),
+                name: name.into(),
+                patience,
+                conn: tokio::sync::Mutex::new(Some(conn)),
+            })),
+        })
     }
 
     /// Publish `msgs` to `queue`; returns once the broker has confirmed every one of them.
-    /// All publishes are sent before the first confirm is awaited, so a batch costs one
-    /// round trip, not one per message.
+    /// On a connection failure a reconnecting publisher reconnects and starts the batch over
+    /// (at most 5 times).
     pub async fn publish_all<T: Serialize>(&self, queue: &str, msgs: &[T]) -> Result<(), AmqpError> {
+        let mut attempt = 0;
+        loop {
+            let result = {
+                let ch = self.ch.lock().await;
+                publish_batch(&ch, queue, msgs).await
+            };
+            match (result, &self.reconnect) {
+                (Err(AmqpError::Op { op, source }), Some(r)) if attempt < 5 => {
+                    attempt += 1;
+                    tracing::warn!(queue, error = %source, op, attempt, "publishing failed; reconnecting to RabbitMQ");
+                    let conn = connect(&r.url, &r.name, r.patience).await?;
+                    let ch = confirm_channel(&conn).await?;
+                    *self.ch.lock().await = ch;
+                    *r.conn.lock().await = Some(conn);
+                }
+                (result, _) => return result,
+            }
+        }
+    }
+}
+
+/// Publish a batch on a confirm channel and wait for every confirm.
+async fn publish_batch<T: Serialize>(ch: &Channel, queue: &str, msgs: &[T]) -> Result<(), AmqpError> {
         let mut pending = Vec::with_capacity(msgs.len());
         for m in msgs {
             let body = serde_json::to_vec(m).map_err(|source| AmqpError::Encode { queue: queue.into(), source })?;
             let props = BasicProperties::default().with_delivery_mode(2).with_content_type("application/json".into());
-            let confirm = self
-                .ch
+            let confirm = ch
                 .basic_publish(
                     "".into(),
                     queue.into(),
@@ -207,5 +283,4 @@ impl Publisher {
             }
         }
         Ok(())
-    }
 }

@@ -15,20 +15,27 @@
 //! A document that cannot be processed ends `failed` with the reason and a row in `failures`;
 //! the run goes on. Losing the database or the broker aborts the run with an error instead.
 
+pub mod events;
 pub mod extract;
 pub mod prepare;
 pub mod s3;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
-use docpipe_common::amqp::{AmqpError, Publisher, Topology};
+use backon::{ExponentialBuilder, Retryable};
+
+use docpipe_common::amqp::{self, AmqpError, Publisher, Topology};
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicRejectOptions};
+use lapin::types::FieldTable;
+use tokio::sync::watch;
 use docpipe_common::messages::{ChunkMeta, ChunkTask, SCHEMA_VERSION};
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 use uuid::Uuid;
 
 use extract::{ExtractLimits, Extractor};
@@ -76,6 +83,8 @@ pub enum IngestError {
     Amqp(#[from] AmqpError),
     #[error(transparent)]
     S3(#[from] s3::S3Error),
+    #[error("the broker closed the consumer of {0} (connection lost?)")]
+    ConsumerClosed(String),
 }
 
 fn db(what: impl Into<String>) -> impl FnOnce(sqlx::Error) -> IngestError {
@@ -105,12 +114,41 @@ struct DocFailure {
     stage: &'static str,
     retryable: bool,
     message: String,
+    /// Attempts made (a retryable failure is recorded once its retries are exhausted).
+    attempts: u32,
 }
 
 impl DocFailure {
     fn permanent(stage: &'static str, message: impl Into<String>) -> Self {
-        Self { stage, retryable: false, message: message.into() }
+        Self { stage, retryable: false, message: message.into(), attempts: 1 }
     }
+}
+
+impl IngestError {
+    /// A database that is restarting or unreachable: worth retrying the whole document
+    /// (ingesting a document again is idempotent — it starts a new generation).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            IngestError::Db { source, .. } => match source {
+                sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Protocol(_) => true,
+                e => e
+                    .as_database_error()
+                    .and_then(|d| d.code())
+                    .is_some_and(|c| c.starts_with("08") || c.starts_with("57P") || c == "53300"),
+            },
+            IngestError::S3(e) => e.is_retryable(),
+            _ => false,
+        }
+    }
+}
+
+/// Retries of a whole document after a transient database error: ~1 minute in all.
+fn db_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_max_delay(Duration::from_secs(10))
+        .with_max_times(8)
+        .with_jitter()
 }
 
 pub struct Ingestor {
@@ -152,9 +190,98 @@ impl Ingestor {
 
     /// Ingest every object under `s3://bucket/prefix` as part of `run_id`.
     pub async fn ingest(&self, run_id: Uuid, bucket: &str, prefix: &str) -> Result<RunSummary, IngestError> {
-        let objects = s3::list(&self.s3, bucket, prefix).await?;
+        let objects = (|| s3::list(&self.s3, bucket, prefix))
+            .retry(s3::backoff())
+            .when(|e| e.is_retryable())
+            .notify(|e, d| warn!(%run_id, bucket, prefix, error = %e, retry_in = ?d, "listing failed; retrying"))
+            .await?;
         info!(%run_id, bucket, prefix, objects = objects.len(), "listed bucket");
         self.ingest_objects(run_id, objects.into_iter().map(|o| (bucket.to_string(), o)).collect()).await
+    }
+
+    /// `--listen`: ingest the objects that S3 event notifications on `topology.events()` name
+    /// (see [`events`]), as part of `run_id`, until `shutdown` turns true. Only events for
+    /// `bucket` under `prefix` are processed; others are acknowledged and skipped. A message
+    /// that is not an S3 event is dead-lettered; one that hits a database or S3 outage is
+    /// requeued (and dead-lettered after the queue's delivery limit).
+    pub async fn listen(
+        &self,
+        run_id: Uuid,
+        conn: &lapin::Connection,
+        bucket: &str,
+        prefix: &str,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> Result<RunSummary, IngestError> {
+        let queue = self.topology.events();
+        let ch = amqp::consumer_channel(conn, 4).await?;
+        let mut consumer = ch
+            .basic_consume(queue.as_str().into(), "docpipe-ingest-listen".into(), BasicConsumeOptions::default(), FieldTable::default())
+            .await
+            .map_err(|source| AmqpError::Op { op: format!("consume {queue}"), source })?;
+        info!(%run_id, queue, bucket, prefix, "listening for S3 event notifications");
+        let mut summary = RunSummary { run_id, ..Default::default() };
+        let consume_err = |source| IngestError::Amqp(AmqpError::Op { op: format!("consume {queue}"), source });
+        loop {
+            let next = tokio::select! {
+                d = consumer.next() => d,
+                _ = shutdown.changed() => break,
+            };
+            let Some(delivery) = next else { return Err(IngestError::ConsumerClosed(queue)) };
+            let delivery = delivery.map_err(consume_err)?;
+            let objects = match events::created_objects(&delivery.data) {
+                Ok(o) => o,
+                Err(e) => {
+                    warn!(%run_id, queue, error = %e, bytes = delivery.data.len(), "not an S3 event; dead-lettering it");
+                    delivery.reject(BasicRejectOptions { requeue: false }).await.map_err(consume_err)?;
+                    continue;
+                }
+            };
+            let mut failed = None;
+            for (b, obj) in objects {
+                if b != bucket || !obj.key.starts_with(prefix) {
+                    info!(%run_id, bucket = b, key = obj.key, "event for another bucket or prefix; skipped");
+                    continue;
+                }
+                summary.objects += 1;
+                let key = obj.key.clone();
+                let outcome = (|| self.ingest_object(run_id, &b, obj.clone()))
+                    .retry(db_backoff())
+                    .when(|e| e.is_transient())
+                    .notify(|e, d| warn!(%run_id, bucket = b, key, error = %e, retry_in = ?d, "document interrupted; retrying it"))
+                    .await;
+                match outcome {
+                    Ok(Outcome::Queued { chunks }) => {
+                        summary.queued += 1;
+                        summary.chunks += chunks;
+                    }
+                    Ok(Outcome::Skipped) => summary.skipped += 1,
+                    Ok(Outcome::Failed) => summary.failed += 1,
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            match failed {
+                None => {
+                    delivery.ack(BasicAckOptions::default()).await.map_err(consume_err)?;
+                }
+                Some(e) => {
+                    error!(%run_id, error = %e, "cannot ingest the event's objects; requeueing the event");
+                    delivery.nack(BasicNackOptions { requeue: true, ..Default::default() }).await.map_err(consume_err)?;
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+            }
+        }
+        let _ = ch.close(200, "ingest stopping".into()).await;
+        sqlx::query("UPDATE runs SET finished_at = now(), objects_seen = $2, skipped = $3 WHERE id = $1")
+            .bind(run_id)
+            .bind(summary.objects as i32)
+            .bind(summary.skipped as i32)
+            .execute(&self.pool)
+            .await
+            .map_err(db("finishing the run"))?;
+        Ok(summary)
     }
 
     /// Ingest again the documents that failed — those whose latest attempt was in `only_run`,
@@ -186,7 +313,13 @@ impl Ingestor {
         let started = Instant::now();
         let mut summary = RunSummary { run_id, objects: objects.len(), ..Default::default() };
         let mut results = futures_util::stream::iter(objects)
-            .map(|(bucket, obj)| async move { self.ingest_object(run_id, &bucket, obj).await })
+            .map(|(bucket, obj)| async move {
+                (|| self.ingest_object(run_id, &bucket, obj.clone()))
+                    .retry(db_backoff())
+                    .when(|e| e.is_transient())
+                    .notify(|e, d| warn!(%run_id, bucket, key = obj.key, error = %e, retry_in = ?d, "document interrupted; retrying it"))
+                    .await
+            })
             .buffer_unordered(self.cfg.concurrency.max(1));
         while let Some(r) = results.next().await {
             match r? {
@@ -218,11 +351,21 @@ impl Ingestor {
             self.fail(run_id, id, generation, bucket, key, DocFailure::permanent("fetch", msg)).await?;
             return Ok(Outcome::Failed);
         }
-        let pdf = match s3::get(&self.s3, bucket, key, self.cfg.max_pdf_bytes).await {
+        let attempts = AtomicU32::new(0);
+        let fetched = (|| {
+            attempts.fetch_add(1, Ordering::Relaxed);
+            s3::get(&self.s3, bucket, key, self.cfg.max_pdf_bytes)
+        })
+        .retry(s3::backoff())
+        .when(|e| e.is_retryable())
+        .notify(|e, d| warn!(%run_id, bucket, key, error = %e, retry_in = ?d, "download failed; retrying"))
+        .await;
+        let pdf = match fetched {
             Ok(b) => b,
             Err(e) => {
                 let (id, generation) = self.upsert_document(run_id, bucket, &obj, None).await?;
-                let f = DocFailure { stage: "fetch", retryable: e.is_retryable(), message: e.to_string() };
+                let attempts = attempts.load(Ordering::Relaxed);
+                let f = DocFailure { stage: "fetch", retryable: e.is_retryable(), message: e.to_string(), attempts };
                 self.fail(run_id, id, generation, bucket, key, f).await?;
                 return Ok(Outcome::Failed);
             }
@@ -265,7 +408,12 @@ impl Ingestor {
         let pages = match self.extractor.extract(pdf).await {
             Ok(p) => p,
             Err(e) => {
-                return Ok(Err(DocFailure { stage: "extract", retryable: e.is_retryable(), message: e.to_string() }))
+                return Ok(Err(DocFailure {
+                    stage: "extract",
+                    retryable: e.is_retryable(),
+                    message: e.to_string(),
+                    attempts: 1,
+                }))
             }
         };
         for (page, why) in &pages.failed_pages {
@@ -453,7 +601,7 @@ impl Ingestor {
         .execute(&mut *tx)
         .await
         .map_err(db(what()))?;
-        sqlx::query("INSERT INTO failures (run_id, document_id, bucket, key, stage, class, message) VALUES ($1, $2, $3, $4, $5, $6, $7)")
+        sqlx::query("INSERT INTO failures (run_id, document_id, bucket, key, stage, class, message, attempts) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)")
             .bind(run_id)
             .bind(id)
             .bind(bucket)
@@ -461,6 +609,7 @@ impl Ingestor {
             .bind(f.stage)
             .bind(if f.retryable { "retryable" } else { "permanent" })
             .bind(&f.message)
+            .bind(f.attempts as i32)
             .execute(&mut *tx)
             .await
             .map_err(db(what()))?;

@@ -13,9 +13,9 @@ pub struct S3Config {
 #[derive(Debug, thiserror::Error)]
 pub enum S3Error {
     #[error("listing s3://{bucket}/{prefix} failed: {message}")]
-    List { bucket: String, prefix: String, message: String },
+    List { bucket: String, prefix: String, message: String, retryable: bool },
     #[error("downloading s3://{bucket}/{key} failed: {message}")]
-    Get { bucket: String, key: String, message: String },
+    Get { bucket: String, key: String, message: String, retryable: bool },
     #[error("uploading s3://{bucket}/{key} failed: {message}")]
     Put { bucket: String, key: String, message: String },
     #[error("s3://{bucket}/{key} is {bytes} bytes, over the limit of {limit} (max_pdf_bytes)")]
@@ -23,9 +23,42 @@ pub enum S3Error {
 }
 
 impl S3Error {
+    /// Network errors, timeouts, 5xx and throttling: worth another attempt. Missing objects,
+    /// denied access and over-limit sizes are not.
     pub fn is_retryable(&self) -> bool {
-        !matches!(self, S3Error::TooLarge { .. })
+        match self {
+            S3Error::List { retryable, .. } | S3Error::Get { retryable, .. } => *retryable,
+            S3Error::Put { .. } => true,
+            S3Error::TooLarge { .. } => false,
+        }
     }
+}
+
+/// Whether an SDK error is transient (see [`S3Error::is_retryable`]).
+fn transient<E: aws_sdk_s3::error::ProvideErrorMetadata>(
+    e: &aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
+) -> bool {
+    use aws_sdk_s3::error::SdkError;
+    match e {
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => true,
+        SdkError::ServiceError(se) => {
+            let code = se.err().code().unwrap_or_default();
+            let status = se.raw().status().as_u16();
+            status >= 500
+                || status == 429
+                || matches!(code, "SlowDown" | "Throttling" | "ThrottlingException" | "RequestTimeout" | "InternalError")
+        }
+        _ => false,
+    }
+}
+
+/// Bounded retries with exponential backoff and jitter for S3 calls: 5 attempts, ≤ 10 s apart.
+pub fn backoff() -> backon::ExponentialBuilder {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(std::time::Duration::from_millis(300))
+        .with_max_delay(std::time::Duration::from_secs(10))
+        .with_max_times(4)
+        .with_jitter()
 }
 
 /// An object found by listing.
@@ -57,6 +90,7 @@ pub async fn list(client: &Client, bucket: &str, prefix: &str) -> Result<Vec<Obj
         let page = page.map_err(|e| S3Error::List {
             bucket: bucket.into(),
             prefix: prefix.into(),
+            retryable: transient(&e),
             message: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
         })?;
         for obj in page.contents() {
@@ -76,19 +110,19 @@ pub async fn list(client: &Client, bucket: &str, prefix: &str) -> Result<Vec<Obj
 
 /// Download an object, refusing anything over `limit` bytes.
 pub async fn get(client: &Client, bucket: &str, key: &str, limit: u64) -> Result<Vec<u8>, S3Error> {
-    let err = |message: String| S3Error::Get { bucket: bucket.into(), key: key.into(), message };
+    let err = |message: String, retryable| S3Error::Get { bucket: bucket.into(), key: key.into(), message, retryable };
     let resp = client
         .get_object()
         .bucket(bucket)
         .key(key)
         .send()
         .await
-        .map_err(|e| err(aws_sdk_s3::error::DisplayErrorContext(&e).to_string()))?;
+        .map_err(|e| err(aws_sdk_s3::error::DisplayErrorContext(&e).to_string(), transient(&e)))?;
     let len = resp.content_length().unwrap_or(0).max(0) as u64;
     if len > limit {
         return Err(S3Error::TooLarge { bucket: bucket.into(), key: key.into(), bytes: len, limit });
     }
-    let body = resp.body.collect().await.map_err(|e| err(e.to_string()))?;
+    let body = resp.body.collect().await.map_err(|e| err(e.to_string(), true))?;
     let bytes = body.into_bytes().to_vec();
     if bytes.len() as u64 > limit {
         return Err(S3Error::TooLarge { bucket: bucket.into(), key: key.into(), bytes: bytes.len() as u64, limit });
