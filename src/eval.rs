@@ -10,10 +10,14 @@
 //! recall@K is the share of gold clauses matched by one of the top K segments. Presence: a
 //! document is predicted to have a category when its best score reaches the threshold.
 //!
-//! Two scorers are reported: the category queries alone (zero-shot), and learned prototypes
-//! under k-fold cross-validation by document — every document is scored by prototypes,
-//! `beta` and thresholds learned on the other folds only, so no figure comes from a document
-//! the scorer was tuned on.
+//! Two scorers are reported: the category queries alone (zero-shot cosine), and learned
+//! scorers under k-fold cross-validation by document — every document is scored by a scorer
+//! learned on the other folds only. A learned scorer is a class-balanced, L2-regularised
+//! logistic regression per category on the segment embedding plus two position features
+//! (`exp(-i)`, `exp(-i/5)` for segment index `i`: titles, parties and dates open a contract),
+//! started from and regularised towards `GAMMA * query`. Its positives are the segments that a
+//! located gold clause covers at least 10 % of. The presence threshold maximises F1 on the
+//! training documents.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -26,19 +30,27 @@ use uuid::Uuid;
 
 use crate::labels::StoredCategory;
 
-/// Values of `beta` tried when learning a prototype.
-const BETAS: [f32; 6] = [0.0, 0.5, 1.0, 2.0, 4.0, 8.0];
+/// The probe's prior: it starts at, and is pulled towards, this multiple of the query.
+const GAMMA: f32 = 5.0;
+/// L2 pull towards the prior.
+const L2: f32 = 0.01;
+const STEPS: usize = 400;
+const LEARNING_RATE: f32 = 2.0;
+/// A segment is a training positive when a gold clause covers this share of it.
+const POSITIVE_COVER: f64 = 0.1;
 
 pub struct Segment {
     pub chars: Range<usize>,
     pub embedding: Vec<f32>,
 }
 
-/// A labelled document as stored: segments, and per category the segments each gold clause
-/// matches (one list per gold clause; empty when the clause could not be located).
+/// A labelled document as stored: segments, per category the segments each gold clause
+/// matches (one list per gold clause; empty when the clause could not be located), and the
+/// training positives.
 pub struct Doc {
     pub segments: Vec<Segment>,
     pub gold: BTreeMap<String, Vec<Vec<usize>>>,
+    pub positives: BTreeMap<String, BTreeSet<usize>>,
 }
 
 /// Gold clauses per (file name, category), from a `cuad_labels.tsv`-format file. The CUAD
@@ -151,6 +163,7 @@ pub async fn load_docs(
         let spaced = normalise(&text, false);
         let alnum = normalise(&text, true);
         let mut gold = BTreeMap::new();
+        let mut positives = BTreeMap::new();
         for ((f, cat), clauses) in labels.range((file.clone(), String::new())..) {
             if f != &file {
                 break;
@@ -164,6 +177,15 @@ pub async fn load_docs(
                 if at.is_empty() {
                     unlocated += 1;
                 }
+                let pos = positives.entry(cat.clone()).or_insert_with(BTreeSet::new);
+                for o in at.iter().take(3) {
+                    for (i, seg) in segments.iter().enumerate() {
+                        let inter = seg.chars.end.min(o.end).saturating_sub(seg.chars.start.max(o.start));
+                        if inter > 0 && inter as f64 >= POSITIVE_COVER * seg.chars.len() as f64 {
+                            pos.insert(i);
+                        }
+                    }
+                }
                 let matching: Vec<usize> = segments
                     .iter()
                     .enumerate()
@@ -174,7 +196,7 @@ pub async fn load_docs(
             }
             gold.insert(cat.clone(), per_clause);
         }
-        docs.push(Doc { segments, gold });
+        docs.push(Doc { segments, gold, positives });
     }
     Ok((docs, unlocated))
 }
@@ -183,21 +205,43 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-fn normalized(v: Vec<f32>) -> Vec<f32> {
-    let n = dot(&v, &v).sqrt().max(1e-12);
-    v.into_iter().map(|x| x / n).collect()
+/// The position features of segment `i`.
+fn position(i: usize) -> [f32; 2] {
+    let i = i.min(600) as f32;
+    [(-i).exp(), (-i / 5.0).exp()]
 }
 
-/// A scorer for one category: the vector segments are compared with, and the threshold.
+/// How one category scores segments: by the query alone (cosine), or by a learned probe
+/// (probability). Mirrors the SQL function `clause_score`.
 #[derive(Clone)]
 pub struct Scorer {
-    pub embedding: Vec<f32>,
+    pub weights: Vec<f32>,
+    pub position: [f32; 2],
+    /// `None`: zero-shot, the score is the cosine with `weights` (the query).
+    pub bias: Option<f32>,
     pub threshold: f32,
 }
 
+impl Scorer {
+    fn zero_shot(query: &[f32], threshold: f32) -> Self {
+        Scorer { weights: query.to_vec(), position: [0.0; 2], bias: None, threshold }
+    }
+
+    fn score(&self, e: &[f32], i: usize) -> f32 {
+        match self.bias {
+            None => dot(e, &self.weights),
+            Some(b) => {
+                let p = position(i);
+                let z = dot(e, &self.weights) + self.position[0] * p[0] + self.position[1] * p[1] + b;
+                1.0 / (1.0 + (-z.clamp(-50.0, 50.0)).exp())
+            }
+        }
+    }
+}
+
 /// Segment indices of a document, best first, and the best score.
-fn ranking(doc: &Doc, e: &[f32]) -> (Vec<usize>, f32) {
-    let scores: Vec<f32> = doc.segments.iter().map(|s| dot(&s.embedding, e)).collect();
+fn ranking(doc: &Doc, s: &Scorer) -> (Vec<usize>, f32) {
+    let scores: Vec<f32> = doc.segments.iter().enumerate().map(|(i, seg)| s.score(&seg.embedding, i)).collect();
     let mut idx: Vec<usize> = (0..scores.len()).collect();
     idx.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
     let best = idx.first().map(|&i| scores[i]).unwrap_or(f32::NEG_INFINITY);
@@ -205,9 +249,9 @@ fn ranking(doc: &Doc, e: &[f32]) -> (Vec<usize>, f32) {
 }
 
 /// Gold clauses found in the top `k` (per k in `ks`), and the number of gold clauses.
-fn hits(doc: &Doc, cat: &str, e: &[f32], ks: &[usize]) -> (Vec<usize>, usize) {
+fn hits(doc: &Doc, cat: &str, s: &Scorer, ks: &[usize]) -> (Vec<usize>, usize) {
     let Some(clauses) = doc.gold.get(cat) else { return (vec![0; ks.len()], 0) };
-    let (rank, _) = ranking(doc, e);
+    let (rank, _) = ranking(doc, s);
     let pos: BTreeMap<usize, usize> = rank.iter().enumerate().map(|(r, &i)| (i, r)).collect();
     let found = ks
         .iter()
@@ -216,27 +260,58 @@ fn hits(doc: &Doc, cat: &str, e: &[f32], ks: &[usize]) -> (Vec<usize>, usize) {
     (found, clauses.len())
 }
 
-/// Learn one category's scorer from training documents.
-fn learn_one(train: &[&Doc], cat: &StoredCategory, beta: f32) -> Scorer {
-    let mut sum = vec![0f32; cat.query.len()];
-    let mut n = 0;
+/// Learn one category's scorer from training documents (see the module docs).
+fn learn_one(train: &[&Doc], cat: &StoredCategory) -> Scorer {
+    let dim = cat.query.len();
+    let mut rows: Vec<(&[f32], [f32; 2], f32)> = Vec::new();
     for d in train {
-        let chosen: BTreeSet<usize> = d.gold.get(&cat.name).into_iter().flatten().flatten().copied().collect();
-        for i in chosen {
-            for (s, x) in sum.iter_mut().zip(&d.segments[i].embedding) {
-                *s += x;
-            }
-            n += 1;
+        let pos = d.positives.get(&cat.name);
+        for (i, seg) in d.segments.iter().enumerate() {
+            let y = pos.is_some_and(|p| p.contains(&i)) as u8 as f32;
+            rows.push((&seg.embedding, position(i), y));
         }
     }
-    let embedding = if n == 0 || beta == 0.0 {
-        cat.query.clone()
-    } else {
-        let mean = normalized(sum);
-        normalized(cat.query.iter().zip(&mean).map(|(q, m)| q + beta * m).collect())
-    };
-    let threshold = best_threshold(train.iter().map(|d| (ranking(d, &embedding).1, has(d, &cat.name))));
-    Scorer { embedding, threshold }
+    let n_pos = rows.iter().filter(|r| r.2 > 0.5).count();
+    let prior: Vec<f32> = cat.query.iter().map(|q| q * GAMMA).collect();
+    if n_pos == 0 || rows.is_empty() {
+        // nothing to learn from: the query, never present
+        let mut s = Scorer { weights: prior, position: [0.0; 2], bias: Some(-50.0), threshold: 1.0 };
+        s.threshold = 1.0;
+        return s;
+    }
+    // class-balanced weights, normalised to mean 1
+    let n = rows.len() as f32;
+    let w_pos = (n - n_pos as f32) / n_pos as f32;
+    let mean_w = (n_pos as f32 * w_pos + (n - n_pos as f32)) / n;
+    let (w_pos, w_neg) = (w_pos / mean_w, 1.0 / mean_w);
+    let mut w = prior.clone();
+    let mut p = [0f32; 2];
+    let mut b = 0f32;
+    let mut grad = vec![0f32; dim];
+    for _ in 0..STEPS {
+        grad.iter_mut().for_each(|g| *g = 0.0);
+        let (mut gp, mut gb) = ([0f32; 2], 0f32);
+        for (e, x, y) in &rows {
+            let z = dot(e, &w) + p[0] * x[0] + p[1] * x[1] + b;
+            let r = (1.0 / (1.0 + (-z.clamp(-50.0, 50.0)).exp()) - y) * if *y > 0.5 { w_pos } else { w_neg };
+            for (g, v) in grad.iter_mut().zip(e.iter()) {
+                *g += r * v;
+            }
+            gp[0] += r * x[0];
+            gp[1] += r * x[1];
+            gb += r;
+        }
+        for ((wi, g), w0) in w.iter_mut().zip(&grad).zip(&prior) {
+            *wi -= LEARNING_RATE * (g / n + L2 * (*wi - w0));
+        }
+        for k in 0..2 {
+            p[k] -= LEARNING_RATE * (gp[k] / n + L2 * p[k]);
+        }
+        b -= LEARNING_RATE * gb / n;
+    }
+    let mut s = Scorer { weights: w, position: p, bias: Some(b), threshold: 0.0 };
+    s.threshold = best_threshold(train.iter().map(|d| (ranking(d, &s).1, has(d, &cat.name))));
+    s
 }
 
 fn has(d: &Doc, cat: &str) -> bool {
@@ -264,34 +339,9 @@ fn best_threshold(points: impl Iterator<Item = (f32, bool)>) -> f32 {
     best_t
 }
 
-/// Micro recall@5 of `beta` by k-fold cross-validation over `docs`.
-fn cv_recall(docs: &[&Doc], cats: &[StoredCategory], beta: f32, folds: usize) -> f64 {
-    let (mut found, mut total) = (0usize, 0usize);
-    for f in 0..folds {
-        let train: Vec<&Doc> = docs.iter().enumerate().filter(|(i, _)| i % folds != f).map(|(_, d)| *d).collect();
-        for cat in cats {
-            let s = learn_one(&train, cat, beta);
-            for (_, d) in docs.iter().enumerate().filter(|(i, _)| i % folds == f) {
-                let (h, n) = hits(d, &cat.name, &s.embedding, &[5]);
-                found += h[0];
-                total += n;
-            }
-        }
-    }
-    found as f64 / total.max(1) as f64
-}
-
-/// Learn every category's scorer from `docs`, picking `beta` by inner cross-validation.
-pub fn learn(docs: &[&Doc], cats: &[StoredCategory], folds: usize) -> (f32, Vec<Scorer>) {
-    let folds = folds.min(docs.len()).max(2);
-    let beta = BETAS
-        .iter()
-        .copied()
-        .map(|b| (b, cv_recall(docs, cats, b, folds)))
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(b, _)| b)
-        .unwrap_or(1.0);
-    (beta, cats.iter().map(|c| learn_one(docs, c, beta)).collect())
+/// Learn every category's scorer from `docs`.
+pub fn learn(docs: &[&Doc], cats: &[StoredCategory]) -> Vec<Scorer> {
+    cats.iter().map(|c| learn_one(docs, c)).collect()
 }
 
 #[derive(Default, Clone, Copy)]
@@ -313,23 +363,25 @@ pub fn report(docs: &[Doc], cats: &[StoredCategory], folds: usize, unlocated: us
     }
     let folds = folds.min(docs.len()).max(2);
     let mut tally: BTreeMap<&str, Tally> = cats.iter().map(|c| (c.name.as_str(), Tally::default())).collect();
-    let mut betas = Vec::new();
+    let (mut pairs, mut pairs_found) = (0usize, 0usize);
     for f in 0..folds {
         let train: Vec<&Doc> = docs.iter().enumerate().filter(|(i, _)| i % folds != f).map(|(_, d)| d).collect();
-        let (beta, scorers) = learn(&train, cats, folds - 1);
-        betas.push(beta);
-        for (i, d) in docs.iter().enumerate().filter(|(i, _)| i % folds == f) {
-            let _ = i;
+        let scorers = learn(&train, cats);
+        for d in docs.iter().enumerate().filter(|(i, _)| i % folds == f).map(|(_, d)| d) {
             for (cat, s) in cats.iter().zip(&scorers) {
                 let t = tally.get_mut(cat.name.as_str()).expect("category");
-                let (h, n) = hits(d, &cat.name, &s.embedding, &[1, 5]);
-                let (zs, _) = hits(d, &cat.name, &cat.query, &[5]);
+                let (h, n) = hits(d, &cat.name, s, &[1, 5]);
+                let (zs, _) = hits(d, &cat.name, &Scorer::zero_shot(&cat.query, zs_threshold), &[5]);
+                if n > 0 {
+                    pairs += 1;
+                    pairs_found += (h[1] > 0) as usize;
+                }
                 t.gold += n;
                 t.at1 += h[0];
                 t.at5 += h[1];
                 t.zs5 += zs[0];
                 t.docs += has(d, &cat.name) as usize;
-                let predicted = ranking(d, &s.embedding).1 >= s.threshold;
+                let predicted = ranking(d, s).1 >= s.threshold;
                 match (predicted, has(d, &cat.name)) {
                     (true, true) => t.tp += 1,
                     (true, false) => t.fp += 1,
@@ -343,7 +395,7 @@ pub fn report(docs: &[Doc], cats: &[StoredCategory], folds: usize, unlocated: us
     let (mut ztp, mut zfp, mut zfn) = (0, 0, 0);
     for d in docs {
         for c in cats {
-            match (ranking(d, &c.query).1 >= zs_threshold, has(d, &c.name)) {
+            match (ranking(d, &Scorer::zero_shot(&c.query, zs_threshold)).1 >= zs_threshold, has(d, &c.name)) {
                 (true, true) => ztp += 1,
                 (true, false) => zfp += 1,
                 (false, true) => zfn += 1,
@@ -353,10 +405,10 @@ pub fn report(docs: &[Doc], cats: &[StoredCategory], folds: usize, unlocated: us
     }
     let pct = |a: usize, b: usize| if b == 0 { "    -".to_string() } else { format!("{:5.2}", a as f64 / b as f64) };
     println!(
-        "{} documents, {} folds (beta per fold: {:?}), {} gold clauses not located in the extracted text (counted as misses)\n",
+        "{} documents, {} folds (learned scorers: each fold scored by a scorer learned on the others), \
+         {} gold clauses not located in the extracted text (counted as misses)\n",
         docs.len(),
         folds,
-        betas,
         unlocated
     );
     println!(
@@ -413,7 +465,11 @@ pub fn report(docs: &[Doc], cats: &[StoredCategory], folds: usize, unlocated: us
         macro5 / ncat.max(1) as f64
     );
     println!(
-        "\nzero-shot presence at threshold {zs_threshold:.2}: precision {} recall {}",
+        "\ndocument-category pairs with a gold clause in the top 5: {pairs_found}/{pairs} ({})",
+        pct(pairs_found, pairs).trim()
+    );
+    println!(
+        "zero-shot presence at threshold {zs_threshold:.2}: precision {} recall {}",
         pct(ztp, ztp + zfp),
         pct(ztp, ztp + zfn)
     );

@@ -4,9 +4,9 @@
 //! A category is the text `"<name>: <description>"` (descriptions are ours, in
 //! `cuad_categories.tsv`), embedded once with the model's query prompt. Segments are scored by
 //! cosine similarity against the category's `embedding`: the query itself, or after
-//! `docpipe labels --learn LABELS.tsv`, the query moved towards the mean of the labelled
-//! clauses (`normalize(query + beta * mean)`, `beta` picked by cross-validation) with a
-//! presence threshold per category that maximises F1 on the labelled documents.
+//! `docpipe labels --learn LABELS.tsv`, a linear probe learned from labelled contracts (see
+//! `eval`), scored as a probability, with a presence threshold per category that maximises
+//! F1 on the labelled documents. The SQL function `clause_score` applies either.
 
 use std::collections::BTreeMap;
 
@@ -85,7 +85,7 @@ pub async fn ensure(pool: &PgPool, model: &SentenceEmbedder, threshold: f32) -> 
             "INSERT INTO clause_categories (name, description, model, query_embedding, embedding, threshold, source)
              VALUES ($1, $2, $3, $4, $4, $5, 'query')
              ON CONFLICT (name) DO UPDATE SET description = $2, model = $3, query_embedding = $4, embedding = $4,
-               threshold = $5, source = 'query', updated_at = now()",
+               threshold = $5, source = 'query', scale = 1, position_weights = '{0,0}', bias = NULL, updated_at = now()",
         )
         .bind(&c.name)
         .bind(&c.description)
@@ -130,19 +130,28 @@ pub async fn load(pool: &PgPool) -> Result<Vec<StoredCategory>> {
     Ok(rows.into_iter().map(|(name, q)| StoredCategory { name, query: q.to_vec() }).collect())
 }
 
-/// Store learned prototypes and thresholds (by category name), then relabel.
-pub async fn store_learned(pool: &PgPool, learned: &[(String, Vec<f32>, f32)], source: &str) -> Result<()> {
+/// Store learned scorers (by category name), then relabel every document.
+pub async fn store_learned(pool: &PgPool, learned: &[(String, crate::eval::Scorer)], source: &str) -> Result<()> {
     let mut tx = pool.begin().await?;
-    for (name, e, t) in learned {
+    for (name, s) in learned {
+        // `embedding` holds the probe's direction and `scale` its length: cosine × scale = w·e
+        let scale = s.weights.iter().map(|w| w * w).sum::<f32>().sqrt().max(1e-12);
+        let direction: Vec<f32> = s.weights.iter().map(|w| w / scale).collect();
         sqlx::query(
-            "UPDATE clause_categories SET embedding = $2, threshold = $3, source = $4, updated_at = now() WHERE name = $1",
+            "UPDATE clause_categories SET embedding = $2, scale = $3, position_weights = $4, bias = $5, threshold = $6,
+                    source = $7, updated_at = now()
+             WHERE name = $1",
         )
         .bind(name)
-        .bind(Vector::from(e.clone()))
-        .bind(*t)
+        .bind(Vector::from(direction))
+        .bind(scale)
+        .bind(s.position.to_vec())
+        .bind(s.bias)
+        .bind(s.threshold)
         .bind(source)
         .execute(&mut *tx)
-        .await?;
+        .await
+        .with_context(|| format!("storing the learned scorer of {name}"))?;
     }
     tx.commit().await?;
     relabel_all(pool).await?;

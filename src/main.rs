@@ -384,7 +384,10 @@ async fn async_main(cli: Cli) -> Result<()> {
                     .fetch_one(&mut conn)
                     .await?;
                 if !got {
-                    println!("another `ingest --once` of s3://{}/{} is running; nothing to do", source.bucket, source.prefix);
+                    println!(
+                        "another `ingest --once` of s3://{}/{} is running; nothing to do",
+                        source.bucket, source.prefix
+                    );
                     return Ok(());
                 }
                 lock = Some(conn);
@@ -810,8 +813,10 @@ async fn watch_run(pool: &PgPool, run_id: Uuid, interval: Duration, mut stop: wa
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new(0);
         bar.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} chunks\n{msg}")
-                .expect("progress template"),
+            indicatif::ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} chunks\n{msg}",
+            )
+            .expect("progress template"),
         );
         bar
     });
@@ -825,7 +830,9 @@ async fn watch_run(pool: &PgPool, run_id: Uuid, interval: Duration, mut stop: wa
                 bar.set_message(p.line());
                 bar.tick();
             }
-            None if last.as_ref() != Some(&p) => println!("{} run {run_id}: {}", chrono::Utc::now().format("%H:%M:%S"), p.line()),
+            None if last.as_ref() != Some(&p) => {
+                println!("{} run {run_id}: {}", chrono::Utc::now().format("%H:%M:%S"), p.line())
+            }
             None => {}
         }
         if p.finished_at.is_some() {
@@ -964,7 +971,7 @@ async fn search(
          WHERE s.embedding IS NOT NULL AND ($3::text IS NULL OR d.bucket = $3)
            AND ($4::text IS NULL OR EXISTS (
                 SELECT 1 FROM clause_categories c
-                WHERE lower(c.name) = lower($4) AND 1 - (s.embedding <=> c.embedding) >= c.threshold))
+                WHERE lower(c.name) = lower($4) AND clause_score(s.embedding, s.segment_index, c) >= c.threshold))
          ORDER BY s.embedding <=> $1 LIMIT $2",
     )
     .bind(pgvector::Vector::from(q))
@@ -1031,10 +1038,9 @@ async fn labels_cmd(
         }
         let cats = labels::load(&pool).await?;
         let refs: Vec<&eval::Doc> = docs.iter().collect();
-        let (beta, scorers) = eval::learn(&refs, &cats, 5);
-        let learned: Vec<(String, Vec<f32>, f32)> =
-            cats.iter().zip(scorers).map(|(c, s)| (c.name.clone(), s.embedding, s.threshold)).collect();
-        let source = format!("learned from {} documents of {} (beta {beta})", docs.len(), path.display());
+        let scorers = eval::learn(&refs, &cats);
+        let learned: Vec<(String, eval::Scorer)> = cats.iter().map(|c| c.name.clone()).zip(scorers).collect();
+        let source = format!("learned from {} documents of {}", docs.len(), path.display());
         labels::store_learned(&pool, &learned, &source).await?;
         println!("{source}");
     }

@@ -181,11 +181,12 @@ pub async fn label_document(tx: &mut sqlx::PgConnection, document_id: uuid::Uuid
     sqlx::query("DELETE FROM document_labels WHERE document_id = $1").bind(document_id).execute(&mut *tx).await?;
     sqlx::query(
         "INSERT INTO document_labels (document_id, category, segment_index, score, present)
-         SELECT DISTINCT ON (c.name) s.document_id, c.name, s.segment_index, 1 - (s.embedding <=> c.embedding),
-                1 - (s.embedding <=> c.embedding) >= c.threshold
-         FROM clause_categories c CROSS JOIN segments s
-         WHERE s.document_id = $1 AND s.embedding IS NOT NULL
-         ORDER BY c.name, s.embedding <=> c.embedding, s.segment_index",
+         SELECT DISTINCT ON (name) document_id, name, segment_index, score, score >= threshold
+         FROM (SELECT s.document_id, c.name, c.threshold, s.segment_index,
+                      clause_score(s.embedding, s.segment_index, c) AS score
+               FROM clause_categories c CROSS JOIN segments s
+               WHERE s.document_id = $1 AND s.embedding IS NOT NULL) scored
+         ORDER BY name, score DESC, segment_index",
     )
     .bind(document_id)
     .execute(&mut *tx)

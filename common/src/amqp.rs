@@ -256,31 +256,31 @@ impl Publisher {
 
 /// Publish a batch on a confirm channel and wait for every confirm.
 async fn publish_batch<T: Serialize>(ch: &Channel, queue: &str, msgs: &[T]) -> Result<(), AmqpError> {
-        let mut pending = Vec::with_capacity(msgs.len());
-        for m in msgs {
-            let body = serde_json::to_vec(m).map_err(|source| AmqpError::Encode { queue: queue.into(), source })?;
-            let props = BasicProperties::default().with_delivery_mode(2).with_content_type("application/json".into());
-            let confirm = ch
-                .basic_publish(
-                    "".into(),
-                    queue.into(),
-                    BasicPublishOptions { mandatory: true, ..Default::default() },
-                    &body,
-                    props,
-                )
-                .await
-                .map_err(op(format!("publish to {queue}")))?;
-            pending.push(confirm);
-        }
-        for confirm in pending {
-            match confirm.await.map_err(op(format!("confirm from {queue}")))? {
-                Confirmation::Ack(None) => {}
-                // mandatory + unroutable: the queue does not exist
-                Confirmation::Ack(Some(_)) | Confirmation::Nack(_) => {
-                    return Err(AmqpError::Nacked { queue: queue.into() })
-                }
-                Confirmation::NotRequested => unreachable!("confirm.select was enabled"),
+    let mut pending = Vec::with_capacity(msgs.len());
+    for m in msgs {
+        let body = serde_json::to_vec(m).map_err(|source| AmqpError::Encode { queue: queue.into(), source })?;
+        let props = BasicProperties::default().with_delivery_mode(2).with_content_type("application/json".into());
+        let confirm = ch
+            .basic_publish(
+                "".into(),
+                queue.into(),
+                BasicPublishOptions { mandatory: true, ..Default::default() },
+                &body,
+                props,
+            )
+            .await
+            .map_err(op(format!("publish to {queue}")))?;
+        pending.push(confirm);
+    }
+    for confirm in pending {
+        match confirm.await.map_err(op(format!("confirm from {queue}")))? {
+            Confirmation::Ack(None) => {}
+            // mandatory + unroutable: the queue does not exist
+            Confirmation::Ack(Some(_)) | Confirmation::Nack(_) => {
+                return Err(AmqpError::Nacked { queue: queue.into() })
             }
+            Confirmation::NotRequested => unreachable!("confirm.select was enabled"),
         }
-        Ok(())
+    }
+    Ok(())
 }

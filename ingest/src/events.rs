@@ -112,7 +112,10 @@ mod tests {
         let got = created_objects(aws).unwrap();
         assert_eq!(got.iter().map(|g| g.1.key.as_str()).collect::<Vec<_>>(), vec!["y.pdf"]);
         assert!(created_objects(b"not json").is_err());
-        assert!(created_objects(br#"{"Records":[{"eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":"%ZZ"}}}]}"#).is_err());
+        assert!(created_objects(
+            br#"{"Records":[{"eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":"%ZZ"}}}]}"#
+        )
+        .is_err());
         // a test event (s3:TestEvent) has no records
         assert!(created_objects(br#"{"Service":"Amazon S3","Event":"s3:TestEvent"}"#).unwrap().is_empty());
     }

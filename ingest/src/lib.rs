@@ -21,20 +21,20 @@ pub mod prepare;
 pub mod s3;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use backon::{ExponentialBuilder, Retryable};
 
 use docpipe_common::amqp::{self, AmqpError, Publisher, Topology};
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicRejectOptions};
-use lapin::types::FieldTable;
-use tokio::sync::watch;
 use docpipe_common::messages::{ChunkMeta, ChunkTask, SCHEMA_VERSION};
 use futures_util::StreamExt;
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicRejectOptions};
+use lapin::types::FieldTable;
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
+use tokio::sync::watch;
 use tracing::{error, info, warn};
 use uuid::Uuid;
 
@@ -130,7 +130,9 @@ impl IngestError {
     pub fn is_transient(&self) -> bool {
         match self {
             IngestError::Db { source, .. } => match source {
-                sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Protocol(_) => true,
+                sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Protocol(_) => {
+                    true
+                }
                 e => e
                     .as_database_error()
                     .and_then(|d| d.code())
@@ -215,7 +217,12 @@ impl Ingestor {
         let queue = self.topology.events();
         let ch = amqp::consumer_channel(conn, 4).await?;
         let mut consumer = ch
-            .basic_consume(queue.as_str().into(), "docpipe-ingest-listen".into(), BasicConsumeOptions::default(), FieldTable::default())
+            .basic_consume(
+                queue.as_str().into(),
+                "docpipe-ingest-listen".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
             .await
             .map_err(|source| AmqpError::Op { op: format!("consume {queue}"), source })?;
         info!(%run_id, queue, bucket, prefix, "listening for S3 event notifications");
@@ -268,7 +275,10 @@ impl Ingestor {
                 }
                 Some(e) => {
                     error!(%run_id, error = %e, "cannot ingest the event's objects; requeueing the event");
-                    delivery.nack(BasicNackOptions { requeue: true, ..Default::default() }).await.map_err(consume_err)?;
+                    delivery
+                        .nack(BasicNackOptions { requeue: true, ..Default::default() })
+                        .await
+                        .map_err(consume_err)?;
                     tokio::time::sleep(Duration::from_secs(5)).await;
                 }
             }

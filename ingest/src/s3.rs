@@ -46,7 +46,10 @@ fn transient<E: aws_sdk_s3::error::ProvideErrorMetadata>(
             let status = se.raw().status().as_u16();
             status >= 500
                 || status == 429
-                || matches!(code, "SlowDown" | "Throttling" | "ThrottlingException" | "RequestTimeout" | "InternalError")
+                || matches!(
+                    code,
+                    "SlowDown" | "Throttling" | "ThrottlingException" | "RequestTimeout" | "InternalError"
+                )
         }
         _ => false,
     }
