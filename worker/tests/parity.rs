@@ -111,3 +111,29 @@ fn banded_attention_equals_dense_masked_attention() {
         assert!(cos > 0.999_999 && max_diff < 1e-4, "sequence {i}: banded attention differs from dense");
     }
 }
+
+/// Late chunking: a span over a whole sequence is its sentence embedding; a span's embedding
+/// does not depend on what else is in the batch; spans outside a sequence are refused.
+#[test]
+fn span_embeddings_pool_inside_the_sequence() {
+    let g = golden();
+    let model = SentenceEmbedder::load(&model_dir(), Device::Cpu, Precision::F32).expect("load model");
+    let mut cases: Vec<&Case> = g.cases.iter().filter(|c| c.input_ids.len() < 600).collect();
+    cases.sort_by_key(|c| c.input_ids.len());
+    let (short, long) = (&cases[0].input_ids, &cases[cases.len() - 1].input_ids);
+    assert!(long.len() > short.len() + 10);
+    let whole = [0..long.len()];
+    let parts = [1..long.len() / 2, long.len() / 3..long.len() - 1];
+    let alone = model.embed_with_spans(&[long], &[&parts]).expect("alone");
+    let batch = model.embed_with_spans(&[short, long], &[&[0..short.len()], &whole]).expect("batch");
+    let sentence = model.embed(&[short]).expect("sentence");
+    assert!(cosine(&batch[0].1[0], &sentence[0]) > 0.999_999, "whole span of the padded short sequence");
+    assert!(cosine(&batch[1].1[0], &batch[1].0) > 0.999_999, "whole span = sentence embedding");
+    let mixed = model.embed_with_spans(&[long, short], &[&parts, &[]]).expect("mixed");
+    for (a, b) in alone[0].1.iter().zip(&mixed[0].1) {
+        assert!(cosine(a, b) > 0.999_999, "a span's embedding depends on the batch");
+    }
+    assert!(cosine(&alone[0].1[0], &alone[0].1[1]) < 0.999, "different spans, different embeddings");
+    assert!(model.embed_with_spans(&[short], &[&[0..short.len() + 1]]).is_err());
+    assert!(model.embed_with_spans(&[short], &[&[3..3]]).is_err());
+}
