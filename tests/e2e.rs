@@ -335,11 +335,13 @@ async fn delete_queues(prefix: &str) {
             .await
             .unwrap();
     let ch = conn.create_channel().await.unwrap();
-    for q in [topo.chunks(), topo.results()] {
+    for q in [topo.chunks(), topo.results(), topo.events()] {
         for name in [topo.dead_queue(&q), q] {
             ch.queue_delete(name.as_str().into(), QueueDeleteOptions::default()).await.unwrap();
         }
     }
     ch.queue_delete(topo.poison().as_str().into(), QueueDeleteOptions::default()).await.unwrap();
-    ch.exchange_delete(topo.dead_exchange().as_str().into(), ExchangeDeleteOptions::default()).await.unwrap();
+    for x in [topo.dead_exchange(), topo.events()] {
+        ch.exchange_delete(x.as_str().into(), ExchangeDeleteOptions::default()).await.unwrap();
+    }
 }
