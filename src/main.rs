@@ -10,9 +10,11 @@
 //! docpipe eval --labels F --bucket B       recall of labelled clauses (`make eval`)
 //! docpipe status [--run R]                 documents by status, failures
 //! docpipe migrate                          apply the database migrations
+//! docpipe config                           the effective configuration, secrets redacted
 //! ```
 //! Every flag has an environment variable (`DOCPIPE_*`); see the README.
 
+mod config;
 mod eval;
 mod labels;
 mod sample_pdf;
@@ -53,7 +55,7 @@ struct Common {
         hide_env_values = true
     )]
     amqp_url: String,
-    /// Postgres URL (TLS is not compiled in yet).
+    /// Postgres URL (`?sslmode=require` or `verify-full&sslrootcert=…` for TLS).
     #[arg(
         long,
         global = true,
@@ -68,6 +70,10 @@ struct Common {
     /// sentence-transformers model directory.
     #[arg(long, global = true, env = "DOCPIPE_MODEL")]
     model: Option<PathBuf>,
+    /// TOML config file; its keys are the environment variables' names in lower case without
+    /// `DOCPIPE_` (precedence: flag > environment > file > default).
+    #[arg(long, global = true, env = "DOCPIPE_CONFIG")]
+    config: Option<PathBuf>,
     /// Log format: text or json.
     #[arg(long, global = true, env = "DOCPIPE_LOG_FORMAT", default_value = "text")]
     log_format: String,
@@ -299,6 +305,9 @@ enum Cmd {
     },
     /// Apply database migrations.
     Migrate,
+    /// Print the effective configuration (every option, its value and where it comes from),
+    /// secrets redacted.
+    Config,
     /// (internal) Extract a PDF from stdin in an isolated process.
     #[command(hide = true)]
     ExtractPdf {
@@ -315,7 +324,13 @@ enum Cmd {
 }
 
 fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let from_file = config::apply::<Cli>(&args)?;
     let cli = Cli::parse();
+    if let Cmd::Config = cli.cmd {
+        config::print::<Cli>(&from_file, cli.common.config.as_deref());
+        return Ok(());
+    }
     // The extraction child must not start a runtime or logging that could write to stdout.
     match &cli.cmd {
         Cmd::ExtractPdf { max_pages } => return docpipe_ingest::extract::child_main(*max_pages).context("extract-pdf"),
@@ -488,7 +503,7 @@ async fn async_main(cli: Cli) -> Result<()> {
             println!("published 1 message to {queue}");
             Ok(())
         }
-        Cmd::ExtractPdf { .. } | Cmd::RenderPdf { .. } => {
+        Cmd::ExtractPdf { .. } | Cmd::RenderPdf { .. } | Cmd::Config => {
             unreachable!("handled before the runtime starts")
         }
     }
