@@ -46,13 +46,18 @@ pub fn builtin() -> Vec<Category> {
         .collect()
 }
 
-/// Whether `clause_categories` holds exactly the built-in categories with their descriptions.
-pub async fn is_current(pool: &PgPool) -> Result<bool> {
+/// Category name → description, as stored.
+async fn stored_descriptions(pool: &PgPool) -> Result<BTreeMap<String, String>> {
     let rows: Vec<(String, String)> = sqlx::query_as("SELECT name, description FROM clause_categories")
         .fetch_all(pool)
         .await
         .context("reading clause_categories")?;
-    let have: BTreeMap<String, String> = rows.into_iter().collect();
+    Ok(rows.into_iter().collect())
+}
+
+/// Whether `clause_categories` holds exactly the built-in categories with their descriptions.
+pub async fn is_current(pool: &PgPool) -> Result<bool> {
+    let have = stored_descriptions(pool).await?;
     let want = builtin();
     Ok(have.len() == want.len() && want.iter().all(|c| have.get(&c.name) == Some(&c.description)))
 }
@@ -61,11 +66,7 @@ pub async fn is_current(pool: &PgPool) -> Result<bool> {
 /// longer in the taxonomy, and relabel every finished document if anything changed.
 /// Returns the number of categories embedded.
 pub async fn ensure(pool: &PgPool, model: &SentenceEmbedder, threshold: f32) -> Result<usize> {
-    let rows: Vec<(String, String)> = sqlx::query_as("SELECT name, description FROM clause_categories")
-        .fetch_all(pool)
-        .await
-        .context("reading clause_categories")?;
-    let have: BTreeMap<String, String> = rows.into_iter().collect();
+    let have = stored_descriptions(pool).await?;
     let want = builtin();
     let stale: Vec<&Category> = want.iter().filter(|c| have.get(&c.name) != Some(&c.description)).collect();
     let gone: Vec<&String> = have.keys().filter(|n| !want.iter().any(|c| &c.name == *n)).collect();

@@ -284,14 +284,20 @@ impl Ingestor {
             }
         }
         let _ = ch.close(200, "ingest stopping".into()).await;
+        self.finish_run(&summary).await?;
+        Ok(summary)
+    }
+
+    /// Record that ingest has published everything of the run (see the view `run_progress`).
+    async fn finish_run(&self, summary: &RunSummary) -> Result<(), IngestError> {
         sqlx::query("UPDATE runs SET finished_at = now(), objects_seen = $2, skipped = $3 WHERE id = $1")
-            .bind(run_id)
+            .bind(summary.run_id)
             .bind(summary.objects as i32)
             .bind(summary.skipped as i32)
             .execute(&self.pool)
             .await
             .map_err(db("finishing the run"))?;
-        Ok(summary)
+        Ok(())
     }
 
     /// Ingest again the documents that failed — those whose latest attempt was in `only_run`,
@@ -341,13 +347,7 @@ impl Ingestor {
                 Outcome::Failed => summary.failed += 1,
             }
         }
-        sqlx::query("UPDATE runs SET finished_at = now(), objects_seen = $2, skipped = $3 WHERE id = $1")
-            .bind(run_id)
-            .bind(summary.objects as i32)
-            .bind(summary.skipped as i32)
-            .execute(&self.pool)
-            .await
-            .map_err(db("finishing the run"))?;
+        self.finish_run(&summary).await?;
         info!(%run_id, queued = summary.queued, skipped = summary.skipped, failed = summary.failed, chunks = summary.chunks,
               seconds = started.elapsed().as_secs_f64(), "ingest finished");
         Ok(summary)
