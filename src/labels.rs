@@ -1,5 +1,5 @@
 //! Clause categories: the CUAD taxonomy embedded as search queries, scored against segments,
-//! and — from labelled contracts — learned prototypes and presence thresholds.
+//! and — from labelled contracts — learned scorers and presence thresholds.
 //!
 //! A category is the text `"<name>: <description>"` (descriptions are ours, in
 //! `cuad_categories.tsv`), embedded once with the model's query prompt. Segments are scored by

@@ -145,20 +145,6 @@ struct WorkerArgs {
     threads: i32,
 }
 
-impl WorkerArgs {
-    /// CPU defaults, for embedding a few queries outside a worker.
-    fn cpu() -> Self {
-        Self {
-            device: "cpu".into(),
-            dtype: "auto".into(),
-            max_batch_tokens: 8192,
-            max_wait_ms: 75,
-            prefetch: 32,
-            threads: 0,
-        }
-    }
-}
-
 #[derive(Args, Clone)]
 struct LabelArgs {
     /// Presence threshold of the zero-shot clause categories: a document has a clause when its
@@ -240,8 +226,9 @@ enum Cmd {
         #[command(flatten)]
         worker: WorkerArgs,
     },
-    /// Embed the clause categories if needed and relabel documents; with `--learn`, learn
-    /// prototypes and presence thresholds from labelled documents. Prints the categories.
+    /// Embed the clause categories if needed and relabel documents; with `--learn`, learn a
+    /// scorer and a presence threshold per category from labelled documents. Prints the
+    /// categories.
     Labels {
         /// Labels file in `cuad_labels.tsv` format (file, category, answer, clauses_json).
         #[arg(long)]
@@ -255,7 +242,7 @@ enum Cmd {
         worker: WorkerArgs,
     },
     /// Recall@1/@5 of labelled clauses and presence precision/recall, per category, with
-    /// cross-validated learned prototypes; the last line is `recall@5 X.XX`.
+    /// cross-validated learned scorers; the last line is `recall@5 X.XX`.
     Eval {
         #[arg(long)]
         labels: PathBuf,
@@ -453,7 +440,7 @@ async fn async_main(cli: Cli) -> Result<()> {
         }
         Cmd::Aggregate { prefetch, labels } => {
             let pool = connect_db(c).await?;
-            ensure_labels(c, &pool, &WorkerArgs::cpu(), &labels, None).await?;
+            ensure_labels(&pool, &labels, None, || load_model_on(c, "cpu", "auto", 0)).await?;
             supervise(c, "docpipe-aggregator", shutdown_signal(), |conn, topology, stop| {
                 let pool = pool.clone();
                 async move { docpipe_aggregator::run(&conn, &topology, &pool, prefetch, stop).await }
@@ -471,7 +458,7 @@ async fn async_main(cli: Cli) -> Result<()> {
         }
         Cmd::Eval { labels, bucket, folds, label_args, worker } => {
             let pool = connect_db(c).await?;
-            ensure_labels(c, &pool, &worker, &label_args, None).await?;
+            ensure_labels(&pool, &label_args, None, || load_model(c, &worker)).await?;
             let gold = eval::read_labels(&labels)?;
             let (docs, unlocated) = eval::load_docs(&pool, &bucket, &gold).await?;
             let cats = labels::load(&pool).await?;
@@ -576,11 +563,15 @@ async fn build_ingestor(
 }
 
 fn load_model(c: &Common, w: &WorkerArgs) -> Result<SentenceEmbedder> {
+    load_model_on(c, &w.device, &w.dtype, w.threads)
+}
+
+fn load_model_on(c: &Common, device: &str, dtype: &str, threads: i32) -> Result<SentenceEmbedder> {
     let dir = model_dir(c)?;
-    let dev = device::resolve(w.device.parse().map_err(anyhow::Error::msg)?)?;
-    let precision = device::precision(&w.dtype, dev)?;
-    if w.threads > 0 {
-        device::set_threads(w.threads);
+    let dev = device::resolve(device.parse().map_err(anyhow::Error::msg)?)?;
+    let precision = device::precision(dtype, dev)?;
+    if threads > 0 {
+        device::set_threads(threads);
     }
     let t0 = Instant::now();
     let model =
@@ -626,7 +617,7 @@ async fn run_all(
     let conn = Arc::new(connect_amqp(c, "docpipe-run").await?);
     let topology = declare(&conn, c).await?;
     let model = load_model(c, &worker)?;
-    ensure_labels(c, &pool, &worker, &labels, Some(&model)).await?;
+    ensure_labels(&pool, &labels, Some(&model), || load_model(c, &worker)).await?;
     let ingestor = build_ingestor(c, &ingest, pool.clone(), "docpipe-run", topology.clone()).await?;
 
     let stop_signal = shutdown_signal();
@@ -1010,16 +1001,15 @@ async fn search(
 /// Make sure the clause categories are embedded (loading the model only when they are not,
 /// unless one is given), and apply `--label-threshold` where the categories are zero-shot.
 async fn ensure_labels(
-    c: &Common,
     pool: &PgPool,
-    w: &WorkerArgs,
     a: &LabelArgs,
     model: Option<&SentenceEmbedder>,
+    load: impl FnOnce() -> Result<SentenceEmbedder>,
 ) -> Result<()> {
     if !labels::is_current(pool).await? {
         let n = match model {
             Some(m) => labels::ensure(pool, m, a.label_threshold).await?,
-            None => labels::ensure(pool, &load_model(c, w)?, a.label_threshold).await?,
+            None => labels::ensure(pool, &load()?, a.label_threshold).await?,
         };
         info!(categories = n, "clause categories embedded");
     }
@@ -1043,7 +1033,7 @@ async fn labels_cmd(
     bucket: Option<&str>,
 ) -> Result<()> {
     let pool = connect_db(c).await?;
-    ensure_labels(c, &pool, w, a, None).await?;
+    ensure_labels(&pool, a, None, || load_model(c, w)).await?;
     if let Some(path) = learn {
         let bucket = bucket.context("--learn needs --bucket (where the labelled documents are)")?;
         let gold = eval::read_labels(path)?;

@@ -9,13 +9,10 @@ use docpipe_common::messages::{ChunkMeta, ChunkOutcome, ChunkResult, SCHEMA_VERS
 use sqlx::PgPool;
 use uuid::Uuid;
 
-const BIN: &str = env!("CARGO_BIN_EXE_docpipe");
+mod common;
+use common::{delete_queues, env};
 
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| {
-        panic!("{name} is not set: run the tests with `make test`, which starts the services and exports their URLs")
-    })
-}
+const BIN: &str = env!("CARGO_BIN_EXE_docpipe");
 
 fn docpipe(args: &[&str], prefix: &str) -> std::process::Output {
     let out = Command::new(BIN)
@@ -324,24 +321,4 @@ async fn publish_poison(prefix: &str) {
     topo.declare(&conn.create_channel().await.unwrap()).await.unwrap();
     let publisher = docpipe_common::amqp::Publisher::new(&conn).await.unwrap();
     publisher.publish_all(&topo.chunks(), &[serde_json::json!({"not": "a chunk"})]).await.unwrap();
-}
-
-/// Remove this test's queues and exchange (quorum queues keep a log each).
-async fn delete_queues(prefix: &str) {
-    use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
-    let topo = docpipe_common::amqp::Topology::new(prefix);
-    let conn =
-        docpipe_common::amqp::connect(&env("DOCPIPE_AMQP_URL"), "e2e-cleanup", std::time::Duration::from_secs(10))
-            .await
-            .unwrap();
-    let ch = conn.create_channel().await.unwrap();
-    for q in [topo.chunks(), topo.results(), topo.events()] {
-        for name in [topo.dead_queue(&q), q] {
-            ch.queue_delete(name.as_str().into(), QueueDeleteOptions::default()).await.unwrap();
-        }
-    }
-    ch.queue_delete(topo.poison().as_str().into(), QueueDeleteOptions::default()).await.unwrap();
-    for x in [topo.dead_exchange(), topo.events()] {
-        ch.exchange_delete(x.as_str().into(), ExchangeDeleteOptions::default()).await.unwrap();
-    }
 }

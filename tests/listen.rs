@@ -7,16 +7,15 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lapin::options::{BasicPublishOptions, ExchangeDeleteOptions, QueueDeleteOptions};
+use lapin::options::BasicPublishOptions;
 use lapin::BasicProperties;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-const BIN: &str = env!("CARGO_BIN_EXE_docpipe");
+mod common;
+use common::{delete_queues, env};
 
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: run the tests with `make test`"))
-}
+const BIN: &str = env!("CARGO_BIN_EXE_docpipe");
 
 fn spawn(args: &[&str], prefix: &str) -> Child {
     Command::new(BIN)
@@ -145,14 +144,6 @@ async fn s3_events_drive_ingest_without_listing() {
     stop(worker);
     stop(aggregator);
 
-    for q in [topo.chunks(), topo.results(), topo.events()] {
-        for name in [topo.dead_queue(&q), q] {
-            ch.queue_delete(name.as_str().into(), QueueDeleteOptions::default()).await.unwrap();
-        }
-    }
-    ch.queue_delete(topo.poison().as_str().into(), QueueDeleteOptions::default()).await.unwrap();
-    for x in [topo.dead_exchange(), topo.events()] {
-        ch.exchange_delete(x.as_str().into(), ExchangeDeleteOptions::default()).await.unwrap();
-    }
+    delete_queues(&prefix).await;
     let _ = std::fs::remove_dir_all(&dir);
 }

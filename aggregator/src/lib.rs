@@ -100,22 +100,25 @@ pub async fn store(pool: &PgPool, r: &ChunkResult) -> Result<Stored, AggregateEr
         tx.commit().await.map_err(err)?;
         return Ok(Stored::Duplicate);
     }
-    // segments: kept from the chunk that owns their middle token
-    let owned = m.owned_tokens[0]..m.owned_tokens[1];
-    for seg in segments {
-        if !owned.contains(&(midpoint(&(seg.tokens[0] as usize..seg.tokens[1] as usize)) as u32)) {
-            continue;
-        }
+    // segments: kept from the chunk that owns their middle token, written in one statement
+    let owned_range = m.owned_tokens[0] as usize..m.owned_tokens[1] as usize;
+    let owned: Vec<_> = segments
+        .iter()
+        .filter(|seg| owned_range.contains(&midpoint(&(seg.tokens[0] as usize..seg.tokens[1] as usize))))
+        .collect();
+    if !owned.is_empty() {
         sqlx::query(
-            "UPDATE segments SET embedding = $3, chunk_index = $4, pooled_token_start = $5, pooled_token_end = $6
-             WHERE document_id = $1 AND segment_index = $2",
+            "UPDATE segments s SET embedding = u.embedding, chunk_index = $2, pooled_token_start = u.pooled_start,
+                    pooled_token_end = u.pooled_end
+             FROM UNNEST($3::int[], $4::vector[], $5::int[], $6::int[]) AS u(segment_index, embedding, pooled_start, pooled_end)
+             WHERE s.document_id = $1 AND s.segment_index = u.segment_index",
         )
         .bind(m.document_id)
-        .bind(seg.index as i32)
-        .bind(Vector::from(seg.embedding.clone()))
         .bind(m.index as i32)
-        .bind(seg.pooled[0] as i32)
-        .bind(seg.pooled[1] as i32)
+        .bind(owned.iter().map(|s| s.index as i32).collect::<Vec<i32>>())
+        .bind(owned.iter().map(|s| Vector::from(s.embedding.clone())).collect::<Vec<Vector>>())
+        .bind(owned.iter().map(|s| s.pooled[0] as i32).collect::<Vec<i32>>())
+        .bind(owned.iter().map(|s| s.pooled[1] as i32).collect::<Vec<i32>>())
         .execute(&mut *tx)
         .await
         .map_err(err)?;

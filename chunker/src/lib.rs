@@ -103,6 +103,11 @@ fn boundary(left: &Range<usize>, right: &Range<usize>) -> usize {
 
 /// Chunks for a document, given each token's byte range in `text`.
 pub fn chunk(text: &str, token_offsets: &[(usize, usize)], cfg: ChunkConfig) -> Result<Vec<Chunk>, ChunkError> {
+    chunk_chars(&char_offsets(text, token_offsets)?, cfg)
+}
+
+/// Each token's character range, from its byte range in `text`.
+pub fn char_offsets(text: &str, token_offsets: &[(usize, usize)]) -> Result<Vec<(usize, usize)>, ChunkError> {
     let index = CharIndex::new(text);
     let mut char_offsets = Vec::with_capacity(token_offsets.len());
     for (i, &(s, e)) in token_offsets.iter().enumerate() {
@@ -111,14 +116,19 @@ pub fn chunk(text: &str, token_offsets: &[(usize, usize)], cfg: ChunkConfig) -> 
         }
         char_offsets.push((index.char_floor(s), index.char_ceil(e)));
     }
-    let spans = windows(token_offsets.len(), cfg)?;
+    Ok(char_offsets)
+}
+
+/// Chunks for a document, given each token's character range ([`char_offsets`]).
+pub fn chunk_chars(char_offsets: &[(usize, usize)], cfg: ChunkConfig) -> Result<Vec<Chunk>, ChunkError> {
+    let spans = windows(char_offsets.len(), cfg)?;
     Ok(spans
         .into_iter()
         .enumerate()
         .map(|(i, (tokens, owned))| Chunk {
             index: i,
-            chars: char_span(&char_offsets, &tokens),
-            owned_chars: char_span(&char_offsets, &owned),
+            chars: char_span(char_offsets, &tokens),
+            owned_chars: char_span(char_offsets, &owned),
             tokens,
             owned,
         })

@@ -138,7 +138,6 @@ impl IngestError {
                     .and_then(|d| d.code())
                     .is_some_and(|c| c.starts_with("08") || c.starts_with("57P") || c == "53300"),
             },
-            IngestError::S3(e) => e.is_retryable(),
             _ => false,
         }
     }
@@ -250,13 +249,7 @@ impl Ingestor {
                     continue;
                 }
                 summary.objects += 1;
-                let key = obj.key.clone();
-                let outcome = (|| self.ingest_object(run_id, &b, obj.clone()))
-                    .retry(db_backoff())
-                    .when(|e| e.is_transient())
-                    .notify(|e, d| warn!(%run_id, bucket = b, key, error = %e, retry_in = ?d, "document interrupted; retrying it"))
-                    .await;
-                match outcome {
+                match self.ingest_object_retrying(run_id, &b, obj).await {
                     Ok(Outcome::Queued { chunks }) => {
                         summary.queued += 1;
                         summary.chunks += chunks;
@@ -286,6 +279,21 @@ impl Ingestor {
         let _ = ch.close(200, "ingest stopping".into()).await;
         self.finish_run(&summary).await?;
         Ok(summary)
+    }
+
+    /// [`Self::ingest_object`], started over (a new generation) after a transient database
+    /// error, for about a minute.
+    async fn ingest_object_retrying(
+        &self,
+        run_id: Uuid,
+        bucket: &str,
+        obj: s3::ObjectInfo,
+    ) -> Result<Outcome, IngestError> {
+        (|| self.ingest_object(run_id, bucket, obj.clone()))
+            .retry(db_backoff())
+            .when(|e| e.is_transient())
+            .notify(|e, d| warn!(%run_id, bucket, key = obj.key, error = %e, retry_in = ?d, "document interrupted; retrying it"))
+            .await
     }
 
     /// Record that ingest has published everything of the run (see the view `run_progress`).
@@ -329,13 +337,7 @@ impl Ingestor {
         let started = Instant::now();
         let mut summary = RunSummary { run_id, objects: objects.len(), ..Default::default() };
         let mut results = futures_util::stream::iter(objects)
-            .map(|(bucket, obj)| async move {
-                (|| self.ingest_object(run_id, &bucket, obj.clone()))
-                    .retry(db_backoff())
-                    .when(|e| e.is_transient())
-                    .notify(|e, d| warn!(%run_id, bucket, key = obj.key, error = %e, retry_in = ?d, "document interrupted; retrying it"))
-                    .await
-            })
+            .map(|(bucket, obj)| async move { self.ingest_object_retrying(run_id, &bucket, obj).await })
             .buffer_unordered(self.cfg.concurrency.max(1));
         while let Some(r) = results.next().await {
             match r? {

@@ -13,7 +13,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use docpipe_chunker::segment::{self, SegmentConfig};
-use docpipe_chunker::{CharIndex, Chunk, ChunkConfig};
+use docpipe_chunker::{Chunk, ChunkConfig};
 use docpipe_common::messages::SegmentRef;
 use tokenizers::Tokenizer;
 
@@ -107,7 +107,6 @@ pub struct ModelInput {
     eos: u32,
     prompt_ids: Vec<u32>,
     chunking: ChunkConfig,
-    segmenting: SegmentConfig,
 }
 
 impl ModelInput {
@@ -144,16 +143,11 @@ impl ModelInput {
         }
         let chunking = ChunkConfig { window: chunk_tokens - overhead, overlap };
         chunking.validate()?;
-        Ok(Self { tokenizer, bos, eos, prompt_ids, chunking, segmenting: SegmentConfig::default() })
+        Ok(Self { tokenizer, bos, eos, prompt_ids, chunking })
     }
 
     pub fn chunking(&self) -> ChunkConfig {
         self.chunking
-    }
-
-    pub fn with_segmenting(mut self, cfg: SegmentConfig) -> Self {
-        self.segmenting = cfg;
-        self
     }
 
     /// Longest segment, in tokens: half a chunk, so that the chunk owning a segment's middle
@@ -166,8 +160,9 @@ impl ModelInput {
     pub fn prepare(&self, text: &str) -> Result<Prepared, PrepareError> {
         let enc = self.tokenizer.encode(text, false).map_err(|e| PrepareError::Encode(e.to_string()))?;
         let ids = enc.get_ids();
-        let chunks = docpipe_chunker::chunk(text, enc.get_offsets(), self.chunking)?;
-        let segments = self.segments(text, enc.get_offsets());
+        let token_chars = docpipe_chunker::char_offsets(text, enc.get_offsets())?;
+        let chunks = docpipe_chunker::chunk_chars(&token_chars, self.chunking)?;
+        let segments = self.segments(text, &token_chars);
         let prepared = chunks
             .into_iter()
             .map(|chunk| {
@@ -189,14 +184,11 @@ impl ModelInput {
     }
 
     /// Segments with their token ranges; long ones split into token pieces.
-    fn segments(&self, text: &str, byte_offsets: &[(usize, usize)]) -> Vec<Segment> {
-        let index = CharIndex::new(text);
-        let token_chars: Vec<(usize, usize)> =
-            byte_offsets.iter().map(|&(s, e)| (index.char_floor(s), index.char_ceil(e))).collect();
+    fn segments(&self, text: &str, token_chars: &[(usize, usize)]) -> Vec<Segment> {
         let max = self.max_segment_tokens();
         let mut out = Vec::new();
-        for chars in segment::segments(text, self.segmenting) {
-            let tokens = segment::token_range(&chars, &token_chars);
+        for chars in segment::segments(text, SegmentConfig::default()) {
+            let tokens = segment::token_range(&chars, token_chars);
             if tokens.is_empty() {
                 continue;
             }

@@ -70,7 +70,7 @@ struct Job {
 
 struct Done {
     job: Job,
-    result: Result<(Vec<f32>, Vec<SegmentEmbedding>), ChunkError>,
+    result: Embedding,
 }
 
 /// Where a chunk's segments sit in its model input: for each, the document tokens pooled
@@ -283,7 +283,7 @@ fn embed_batch(model: &SentenceEmbedder, mut jobs: Vec<Job>, max_tokens: usize) 
     jobs.sort_by_key(|j| j.task.input_ids.len());
     let started = Instant::now();
     let total: usize = jobs.iter().map(|j| j.task.input_ids.len()).sum();
-    let mut results: Vec<Result<(Vec<f32>, Vec<SegmentEmbedding>), ChunkError>> = Vec::with_capacity(jobs.len());
+    let mut results: Vec<Embedding> = Vec::with_capacity(jobs.len());
     let mut start = 0;
     while start < jobs.len() {
         // longest-so-far × count must stay within the budget (sorted, so the last is longest)
@@ -329,6 +329,7 @@ struct Input<'a> {
     spans: Vec<(Range<usize>, Range<usize>)>,
 }
 
+/// A chunk's embedding and its segments', or why it has none.
 type Embedding = Result<(Vec<f32>, Vec<SegmentEmbedding>), ChunkError>;
 
 fn embed_or_split(model: &SentenceEmbedder, inputs: &[Input]) -> Vec<Embedding> {
