@@ -75,6 +75,17 @@ impl Topology {
         format!("{}.poison", self.prefix)
     }
 
+    /// Every queue of the topology, for depth sampling.
+    pub fn queues(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for q in [self.chunks(), self.results(), self.events()] {
+            out.push(self.dead_queue(&q));
+            out.push(q);
+        }
+        out.push(self.poison());
+        out
+    }
+
     /// Declare exchanges and queues (idempotent).
     pub async fn declare(&self, ch: &Channel) -> Result<(), AmqpError> {
         let dlx = self.dead_exchange();
@@ -283,4 +294,31 @@ async fn publish_batch<T: Serialize>(ch: &Channel, queue: &str, msgs: &[T]) -> R
         }
     }
     Ok(())
+}
+
+/// Sample every queue's depth and consumer count into the metrics every `every`, on its own
+/// channel of `conn`, until the connection fails (then the caller's reconnect starts anew).
+pub async fn sample_queue_depths(conn: &Connection, topology: &Topology, every: Duration) {
+    let m = crate::metrics::get();
+    let queues = topology.queues();
+    loop {
+        // a passive declare of a missing queue closes the channel: one channel per round
+        let Ok(ch) = conn.create_channel().await else { return };
+        for q in &queues {
+            let passive = QueueDeclareOptions { passive: true, ..Default::default() };
+            match ch.queue_declare(q.as_str().into(), passive, FieldTable::default()).await {
+                Ok(info) => {
+                    let labels = vec![("queue", q.clone())];
+                    m.queue_messages.get_or_create(&labels).set(info.message_count() as i64);
+                    m.queue_consumers.get_or_create(&labels).set(info.consumer_count() as i64);
+                }
+                Err(e) => {
+                    tracing::debug!(queue = q, error = %e, "queue depth not sampled");
+                    break;
+                }
+            }
+        }
+        let _ = ch.close(200, "sampled".into()).await;
+        tokio::time::sleep(every).await;
+    }
 }
