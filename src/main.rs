@@ -9,6 +9,7 @@
 //! docpipe labels [--learn LABELS.tsv]      embed the clause categories (or learn them), relabel
 //! docpipe eval --labels F --bucket B       recall of labelled clauses (`make eval`)
 //! docpipe status [--run R]                 documents by status, failures
+//! docpipe report [--run R]                 one HTML page: throughput, latency, batches, failures
 //! docpipe migrate                          apply the database migrations
 //! docpipe config                           the effective configuration, secrets redacted
 //! ```
@@ -17,6 +18,7 @@
 mod config;
 mod eval;
 mod labels;
+mod report;
 mod sample_pdf;
 
 use std::path::PathBuf;
@@ -74,6 +76,11 @@ struct Common {
     /// `DOCPIPE_` (precedence: flag > environment > file > default).
     #[arg(long, global = true, env = "DOCPIPE_CONFIG")]
     config: Option<PathBuf>,
+    /// Address of the HTTP listener for `/metrics`, `/healthz` and `/readyz` of the long-running
+    /// roles (ingest, worker, aggregate, run, retry-failed); `off` disables it, port 0 picks a
+    /// free port (logged).
+    #[arg(long, global = true, env = "DOCPIPE_METRICS_ADDR", default_value = "0.0.0.0:9464")]
+    metrics_addr: String,
     /// Log format: text or json.
     #[arg(long, global = true, env = "DOCPIPE_LOG_FORMAT", default_value = "text")]
     log_format: String,
@@ -267,6 +274,15 @@ enum Cmd {
         #[arg(long, default_value_t = 2)]
         interval_s: u64,
     },
+    /// Write one self-contained HTML page about a run (latest by default): throughput over
+    /// time, latency by stage, the workers' batch sizes, failures.
+    Report {
+        #[arg(long)]
+        run: Option<Uuid>,
+        /// Output file (default `docpipe-report-RUN.html`).
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
     /// Upload files to a bucket (created if missing), keyed `PREFIX + file name`.
     Put {
         #[arg(long, env = "DOCPIPE_BUCKET")]
@@ -352,6 +368,12 @@ fn init_logging(format: &str) {
 
 async fn async_main(cli: Cli) -> Result<()> {
     let c = &cli.common;
+    if matches!(
+        cli.cmd,
+        Cmd::Ingest { .. } | Cmd::Worker { .. } | Cmd::Aggregate { .. } | Cmd::Run { .. } | Cmd::RetryFailed { .. }
+    ) {
+        serve_metrics(&c.metrics_addr).await?;
+    }
     match cli.cmd {
         Cmd::Migrate => {
             connect_db(c).await?;
@@ -430,7 +452,8 @@ async fn async_main(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Worker { worker } => {
-            let model = Arc::new(Mutex::new(load_model(c, &worker)?));
+            // off the runtime's threads, so /healthz answers while the model loads
+            let model = Arc::new(Mutex::new(tokio::task::block_in_place(|| load_model(c, &worker))?));
             let cfg = worker_config(&worker);
             supervise(c, "docpipe-worker", shutdown_signal(), |conn, topology, stop| {
                 let (model, cfg) = (model.clone(), cfg.clone());
@@ -475,6 +498,17 @@ async fn async_main(cli: Cli) -> Result<()> {
             }
             status(&pool, run_id).await
         }
+        Cmd::Report { run, out } => {
+            let pool = connect_db(c).await?;
+            let Some(run_id) = resolve_run(&pool, run).await? else {
+                bail!("no runs yet: nothing to report");
+            };
+            let html = report::load(&pool, run_id).await?.html();
+            let out = out.unwrap_or_else(|| PathBuf::from(format!("docpipe-report-{run_id}.html")));
+            std::fs::write(&out, html).with_context(|| format!("writing {}", out.display()))?;
+            println!("{}", out.display());
+            Ok(())
+        }
         Cmd::Put { bucket, prefix, s3, files } => put(&bucket, &prefix, &s3, &files).await,
         Cmd::Chunks { chunk_tokens, overlap, segments, files } => {
             print_chunks(c, chunk_tokens, overlap, segments, &files).await
@@ -498,14 +532,37 @@ async fn async_main(cli: Cli) -> Result<()> {
 
 const PATIENCE: Duration = Duration::from_secs(60);
 
+/// Start the `/metrics`, `/healthz`, `/readyz` listener. A port already in use is logged and
+/// the role runs without it (several roles on one host); a malformed address is an error.
+async fn serve_metrics(addr: &str) -> Result<()> {
+    if addr.is_empty() || addr == "off" {
+        return Ok(());
+    }
+    let parsed: std::net::SocketAddr = addr
+        .parse()
+        .with_context(|| format!("DOCPIPE_METRICS_ADDR {addr:?} is not an address like 0.0.0.0:9464 (or off)"))?;
+    match docpipe_common::metrics::serve(parsed).await {
+        Ok(bound) => info!(addr = %bound, "serving /metrics, /healthz and /readyz"),
+        Err(e) => warn!(error = %e, "metrics, health and readiness are not served"),
+    }
+    Ok(())
+}
+
 async fn connect_db(c: &Common) -> Result<PgPool> {
+    let m = docpipe_common::metrics::get();
+    m.set_ready("postgres", Err(format!("connecting to {}", redact::url(&c.database_url))));
     let pool = db::connect(&c.database_url, 8, PATIENCE).await?;
     db::migrate(&pool).await.with_context(|| format!("migrating {}", redact::url(&c.database_url)))?;
+    m.set_ready("postgres", Ok(()));
     Ok(pool)
 }
 
 async fn connect_amqp(c: &Common, name: &str) -> Result<lapin::Connection> {
-    Ok(amqp::connect(&c.amqp_url, name, PATIENCE).await?)
+    let m = docpipe_common::metrics::get();
+    m.set_ready("rabbitmq", Err(format!("connecting to {}", redact::url(&c.amqp_url))));
+    let conn = amqp::connect(&c.amqp_url, name, PATIENCE).await?;
+    m.set_ready("rabbitmq", Ok(()));
+    Ok(conn)
 }
 
 async fn declare(conn: &lapin::Connection, c: &Common) -> Result<Topology> {
@@ -568,6 +625,8 @@ fn load_model(c: &Common, w: &WorkerArgs) -> Result<SentenceEmbedder> {
 
 fn load_model_on(c: &Common, device: &str, dtype: &str, threads: i32) -> Result<SentenceEmbedder> {
     let dir = model_dir(c)?;
+    let m = docpipe_common::metrics::get();
+    m.set_ready("model", Err(format!("loading {}", dir.display())));
     let dev = device::resolve(device.parse().map_err(anyhow::Error::msg)?)?;
     let precision = device::precision(dtype, dev)?;
     if threads > 0 {
@@ -577,6 +636,7 @@ fn load_model_on(c: &Common, device: &str, dtype: &str, threads: i32) -> Result<
     let model =
         SentenceEmbedder::load(&dir, dev, precision).with_context(|| format!("loading model {}", dir.display()))?;
     info!(model = %model.label(), device = ?dev, seconds = t0.elapsed().as_secs_f64(), "model loaded");
+    m.set_ready("model", Ok(()));
     Ok(model)
 }
 
@@ -690,9 +750,20 @@ where
         match connected {
             Ok((conn, topology)) => {
                 let started = Instant::now();
-                match role(conn.clone(), topology, stop.clone()).await {
+                let sampler = {
+                    let (conn, topology) = (conn.clone(), topology.clone());
+                    tokio::spawn(
+                        async move { amqp::sample_queue_depths(&conn, &topology, Duration::from_secs(15)).await },
+                    )
+                };
+                let outcome = role(conn.clone(), topology, stop.clone()).await;
+                sampler.abort();
+                match outcome {
                     Ok(()) => return Ok(()),
-                    Err(e) => warn!(role = name, error = %e, "lost RabbitMQ; reconnecting"),
+                    Err(e) => {
+                        warn!(role = name, error = %e, "lost RabbitMQ; reconnecting");
+                        docpipe_common::metrics::get().set_ready("rabbitmq", Err(format!("reconnecting: {e}")));
+                    }
                 }
                 let _ = conn.close(200, "reconnecting".into()).await;
                 if started.elapsed() > Duration::from_secs(60) {

@@ -30,6 +30,71 @@ fn docpipe(args: &[&str], prefix: &str) -> std::process::Output {
     out
 }
 
+/// `docpipe` with its metrics listener on a free loopback port, scraping `/metrics` and `/readyz`
+/// every 200 ms while it runs; returns its output, every `/metrics` body, and whether `/readyz`
+/// ever answered 200.
+fn docpipe_scraped(args: &[&str], prefix: &str) -> (std::process::Output, Vec<String>, bool) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = Command::new(BIN)
+        .args(args)
+        .env("DOCPIPE_QUEUE_PREFIX", prefix)
+        .env("DOCPIPE_METRICS_ADDR", &addr)
+        .env("DOCPIPE_LOG", "info,lapin=warn,sqlx=warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run docpipe");
+    let running = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let scraper = {
+        let running = running.clone();
+        std::thread::spawn(move || {
+            let (mut bodies, mut ready) = (Vec::new(), false);
+            while running.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some((status, body)) = http_get(&addr, "/metrics") {
+                    if status.contains("200") {
+                        bodies.push(body);
+                    }
+                }
+                ready |= http_get(&addr, "/readyz").is_some_and(|(status, _)| status.contains("200"));
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            (bodies, ready)
+        })
+    };
+    let out = child.wait_with_output().expect("wait for docpipe");
+    running.store(false, std::sync::atomic::Ordering::Relaxed);
+    let (bodies, ready) = scraper.join().unwrap();
+    eprintln!(
+        "$ docpipe {}\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out, bodies, ready)
+}
+
+/// A plain HTTP/1.1 GET: (status line, body).
+fn http_get(addr: &str, path: &str) -> Option<(String, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5))).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\n\r\n").as_bytes()).ok()?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).ok()?;
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    Some((head.lines().next()?.to_string(), body.to_string()))
+}
+
+/// The largest value of a metric sample (exact name and labels) across scrapes.
+fn metric(bodies: &[String], sample: &str) -> f64 {
+    bodies
+        .iter()
+        .flat_map(|b| b.lines())
+        .filter_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.split_whitespace().next()?.parse::<f64>().ok())
+        .fold(0.0, f64::max)
+}
+
 fn render(dir: &Path, name: &str, text: &str) -> PathBuf {
     let txt = dir.join(format!("{name}.txt"));
     std::fs::write(&txt, text).unwrap();
@@ -91,8 +156,23 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
     publish_poison(&prefix).await;
 
     let run_args = ["run", "--bucket", &bucket, "--chunk-tokens", "512", "--overlap", "64", "--run-timeout-s", "600"];
-    let out = docpipe(&run_args, &prefix);
+    let (out, scrapes, ready) = docpipe_scraped(&run_args, &prefix);
     assert!(out.status.success(), "docpipe run failed");
+
+    // the run served its metrics and readiness while it worked
+    assert!(ready, "/readyz never answered 200");
+    assert!(!scrapes.is_empty(), "no /metrics scrape succeeded");
+    assert_eq!(metric(&scrapes, r#"docpipe_ingest_documents_total{outcome="queued"}"#), 2.0);
+    assert_eq!(metric(&scrapes, r#"docpipe_ingest_documents_total{outcome="failed"}"#), 2.0);
+    assert!(metric(&scrapes, r#"docpipe_failures_total{stage="extract",class="permanent"}"#) >= 1.0);
+    assert!(metric(&scrapes, "docpipe_worker_prefill_seconds_count") >= 1.0);
+    assert!(metric(&scrapes, r#"docpipe_worker_chunks_total{outcome="embedded"}"#) >= 1.0);
+    assert!(metric(&scrapes, "docpipe_worker_tokens_total") > 0.0);
+    assert!(metric(&scrapes, "docpipe_ingest_extract_seconds_per_page_count") == 2.0);
+    assert!(metric(&scrapes, r#"docpipe_aggregator_results_total{outcome="stored"}"#) >= 1.0);
+    assert!(metric(&scrapes, "docpipe_process_peak_resident_memory_bytes") > 1e6);
+    let chunks_queue = format!(r#"docpipe_queue_messages{{queue="{prefix}.chunks"}}"#);
+    assert!(scrapes.iter().any(|b| b.contains(&chunks_queue)), "queue depth of {prefix}.chunks sampled");
 
     let pool = PgPool::connect(&db_url).await.unwrap();
     let docs: Vec<(Uuid, String, String, Option<String>, Option<i32>, Option<i32>, i32, Option<i32>)> = sqlx::query_as(
@@ -149,6 +229,48 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
     }
     let (_, _, _, _, long_chunks, ..) = by_key("long-supply-agreement.pdf").clone();
     assert!(long_chunks.unwrap() >= 3, "the long contract spans several chunks");
+
+    // every chunk records its forward pass, every document its stage times; `report` draws them
+    let (unbatched, bad): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE c.batch_id IS NULL OR c.prefill_ms <= 0 OR c.worker IS NULL),
+                count(*) FILTER (WHERE c.batch_padded_tokens < c.batch_tokens OR c.batch_tokens < c.input_tokens)
+         FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.bucket = $1",
+    )
+    .bind(&bucket)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((unbatched, bad), (0, 0), "batch stats on every chunk");
+    let (timed,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM documents WHERE bucket = $1 AND status = 'done'
+           AND ingest_started_at <= extracted_at AND extracted_at <= done_at AND extract_seconds > 0",
+    )
+    .bind(&bucket)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(timed, 2, "stage timestamps of the done documents");
+    let (run_id,): (Uuid,) = sqlx::query_as("SELECT run_id FROM documents WHERE bucket = $1 AND key = 'short-nda.pdf'")
+        .bind(&bucket)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let html_path = dir.join("report.html");
+    let out = docpipe(&["report", "--run", &run_id.to_string(), "-o", html_path.to_str().unwrap()], &prefix);
+    assert!(out.status.success(), "docpipe report failed");
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    for part in [
+        "Throughput over time",
+        "Latency by stage",
+        "prefill (per forward pass)",
+        "Worker batches",
+        "notes.pdf",
+        "not a PDF",
+    ] {
+        assert!(html.contains(part), "report lacks {part:?}");
+    }
+    assert!(html.matches("<svg").count() >= 4, "throughput, documents, latency, batches and failures plots");
+    assert!(!html.contains("src=") && !html.contains("href="), "the report loads nothing external");
 
     // the poison message was dead-lettered, then parked in P.poison (it names no document)
     let conn = docpipe_common::amqp::connect(&env("DOCPIPE_AMQP_URL"), "e2e-check", std::time::Duration::from_secs(10))
@@ -262,6 +384,7 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
         outcome: ChunkOutcome::Embedded { embedding: emb.to_vec(), segments: vec![] },
         model: "test".into(),
         input_tokens: 1,
+        batch: None,
     };
     let stored = docpipe_aggregator::store(&pool, &duplicate).await.unwrap();
     assert_eq!(stored, docpipe_aggregator::Stored::Duplicate);

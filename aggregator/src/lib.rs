@@ -22,6 +22,7 @@ use std::time::Duration;
 use docpipe_chunker::segment::midpoint;
 use docpipe_common::amqp::{self, AmqpError, Publisher, Topology};
 use docpipe_common::messages::{ChunkMeta, ChunkOutcome, ChunkResult, SCHEMA_VERSION};
+use docpipe_common::metrics::{self, Metrics};
 use futures_util::StreamExt;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicRejectOptions};
 use lapin::types::FieldTable;
@@ -74,8 +75,9 @@ pub async fn store(pool: &PgPool, r: &ChunkResult) -> Result<Stored, AggregateEr
     }
     let inserted = sqlx::query(
         "INSERT INTO chunks (document_id, chunk_index, generation, token_start, token_end, owned_token_start, owned_token_end,
-                             char_start, char_end, owned_char_start, owned_char_end, input_tokens, model, embedding)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                             char_start, char_end, owned_char_start, owned_char_end, input_tokens, model, embedding,
+                             batch_id, worker, batch_chunks, batch_tokens, batch_padded_tokens, prefill_ms, queue_wait_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
          ON CONFLICT (document_id, chunk_index) DO NOTHING",
     )
     .bind(m.document_id)
@@ -92,6 +94,13 @@ pub async fn store(pool: &PgPool, r: &ChunkResult) -> Result<Stored, AggregateEr
     .bind(r.input_tokens as i32)
     .bind(&r.model)
     .bind(Vector::from(embedding.clone()))
+    .bind(r.batch.as_ref().map(|b| b.id))
+    .bind(r.batch.as_ref().map(|b| b.worker.as_str()))
+    .bind(r.batch.as_ref().map(|b| b.chunks as i32))
+    .bind(r.batch.as_ref().map(|b| b.tokens as i32))
+    .bind(r.batch.as_ref().map(|b| b.padded_tokens as i32))
+    .bind(r.batch.as_ref().map(|b| b.prefill_ms as f32))
+    .bind(r.batch.as_ref().map(|b| b.queue_wait_ms as f32))
     .execute(&mut *tx)
     .await
     .map_err(err)?
@@ -230,6 +239,7 @@ async fn fail_document(pool: &PgPool, m: &ChunkMeta, stage: &str, error: &str) -
     .await
     .map_err(err)?;
     tx.commit().await.map_err(err)?;
+    metrics::get().failure(stage, "permanent");
     Ok(Stored::Failed)
 }
 
@@ -293,22 +303,35 @@ pub async fn run(
             }
         };
         let m = &result.meta;
+        let started = std::time::Instant::now();
         let Some(stored) = store_retrying(pool, &result, &mut shutdown).await? else { break };
-        match stored {
+        let metrics = metrics::get();
+        metrics.store_seconds.observe(started.elapsed().as_secs_f64());
+        let outcome = match stored {
             Stored::Inserted { completed: true } => {
-                info!(run_id = %m.run_id, document_id = %m.document_id, chunks = m.count, "document done")
+                info!(run_id = %m.run_id, document_id = %m.document_id, chunks = m.count, "document done");
+                Metrics::outcome(&metrics.documents_finished, "done");
+                "stored"
             }
             Stored::Inserted { .. } => {
-                debug!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, "chunk stored")
+                debug!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, "chunk stored");
+                "stored"
             }
-            Stored::Duplicate => debug!(document_id = %m.document_id, chunk = m.index, "duplicate result ignored"),
+            Stored::Duplicate => {
+                debug!(document_id = %m.document_id, chunk = m.index, "duplicate result ignored");
+                "duplicate"
+            }
             Stored::Stale => {
-                info!(document_id = %m.document_id, chunk = m.index, generation = m.generation, "result of a superseded generation dropped")
+                info!(document_id = %m.document_id, chunk = m.index, generation = m.generation, "result of a superseded generation dropped");
+                "stale"
             }
             Stored::Failed => {
-                warn!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, "document failed: a chunk could not be embedded")
+                warn!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, "document failed: a chunk could not be embedded");
+                Metrics::outcome(&metrics.documents_finished, "failed");
+                "failed"
             }
-        }
+        };
+        Metrics::outcome(&metrics.results, outcome);
         delivery.ack(BasicAckOptions::default()).await.map_err(AggregateError::Consume)?;
     }
     let _ = ch.close(200, "aggregator stopping".into()).await;
@@ -327,7 +350,15 @@ async fn store_retrying(
     let m = &r.meta;
     let mut delay = Duration::from_millis(500);
     loop {
-        match store(pool, r).await {
+        let stored = store(pool, r).await;
+        let db_state = match &stored {
+            Err(AggregateError::Store { source, .. }) if !is_data_error(source) => {
+                Err(format!("storing results: {source}"))
+            }
+            _ => Ok(()),
+        };
+        metrics::get().set_ready("postgres", db_state);
+        match stored {
             Ok(s) => return Ok(Some(s)),
             Err(AggregateError::Store { source, .. }) if is_data_error(&source) => {
                 error!(document_id = %m.document_id, chunk = m.index, error = %source, "result refused by the database");

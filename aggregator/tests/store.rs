@@ -54,6 +54,7 @@ fn result(run: Uuid, doc: Uuid, index: u32, count: u32, generation: i32, outcome
         model: "test".into(),
         input_tokens: 130,
         outcome,
+        batch: None,
     }
 }
 

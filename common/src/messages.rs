@@ -40,6 +40,10 @@ pub struct ChunkTask {
     /// The document's segments that overlap this chunk.
     #[serde(default)]
     pub segments: Vec<SegmentRef>,
+    /// When ingest published the chunk, in Unix milliseconds (0: unknown); the worker's queue
+    /// wait is measured from it.
+    #[serde(default)]
+    pub published_ms: u64,
 }
 
 /// A clause segment, by its index in the document and its whole document-token range (which
@@ -72,6 +76,31 @@ pub struct ChunkResult {
     pub model: String,
     pub input_tokens: u32,
     pub outcome: ChunkOutcome,
+    /// The forward pass that embedded the chunk (absent for a chunk that failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchStats>,
+}
+
+/// One forward pass of a worker, as seen by each chunk in it: the figures behind the run
+/// report's batch and latency plots.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchStats {
+    /// Unique per forward pass.
+    pub id: Uuid,
+    /// The worker that ran it (host name).
+    pub worker: String,
+    pub chunks: u32,
+    /// Real tokens in the pass, and tokens including padding (chunks × longest).
+    pub tokens: u32,
+    pub padded_tokens: u32,
+    pub prefill_ms: f64,
+    /// From ingest publishing this chunk to its forward pass starting.
+    pub queue_wait_ms: f64,
+}
+
+/// Milliseconds since the Unix epoch, for [`ChunkTask::published_ms`].
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

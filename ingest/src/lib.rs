@@ -28,7 +28,8 @@ use std::time::{Duration, Instant};
 use backon::{ExponentialBuilder, Retryable};
 
 use docpipe_common::amqp::{self, AmqpError, Publisher, Topology};
-use docpipe_common::messages::{ChunkMeta, ChunkTask, SCHEMA_VERSION};
+use docpipe_common::messages::{self, ChunkMeta, ChunkTask, SCHEMA_VERSION};
+use docpipe_common::metrics::{self, Metrics};
 use futures_util::StreamExt;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicRejectOptions};
 use lapin::types::FieldTable;
@@ -289,11 +290,21 @@ impl Ingestor {
         bucket: &str,
         obj: s3::ObjectInfo,
     ) -> Result<Outcome, IngestError> {
-        (|| self.ingest_object(run_id, bucket, obj.clone()))
+        let outcome = (|| self.ingest_object(run_id, bucket, obj.clone()))
             .retry(db_backoff())
             .when(|e| e.is_transient())
             .notify(|e, d| warn!(%run_id, bucket, key = obj.key, error = %e, retry_in = ?d, "document interrupted; retrying it"))
-            .await
+            .await?;
+        let m = metrics::get();
+        match outcome {
+            Outcome::Queued { chunks } => {
+                Metrics::outcome(&m.documents_ingested, "queued");
+                m.chunks_published.inc_by(chunks as u64);
+            }
+            Outcome::Skipped => Metrics::outcome(&m.documents_ingested, "skipped"),
+            Outcome::Failed => Metrics::outcome(&m.documents_ingested, "failed"),
+        }
+        Ok(outcome)
     }
 
     /// Record that ingest has published everything of the run (see the view `run_progress`).
@@ -364,6 +375,7 @@ impl Ingestor {
             return Ok(Outcome::Failed);
         }
         let attempts = AtomicU32::new(0);
+        let fetch_started = Instant::now();
         let fetched = (|| {
             attempts.fetch_add(1, Ordering::Relaxed);
             s3::get(&self.s3, bucket, key, self.cfg.max_pdf_bytes)
@@ -373,7 +385,10 @@ impl Ingestor {
         .notify(|e, d| warn!(%run_id, bucket, key, error = %e, retry_in = ?d, "download failed; retrying"))
         .await;
         let pdf = match fetched {
-            Ok(b) => b,
+            Ok(b) => {
+                metrics::get().stage("fetch", fetch_started.elapsed().as_secs_f64());
+                b
+            }
             Err(e) => {
                 let (id, generation) = self.upsert_document(run_id, bucket, &obj, None).await?;
                 let attempts = attempts.load(Ordering::Relaxed);
@@ -417,6 +432,7 @@ impl Ingestor {
         pdf: &[u8],
     ) -> Result<Result<usize, DocFailure>, IngestError> {
         let t0 = Instant::now();
+        let m = metrics::get();
         let pages = match self.extractor.extract(pdf).await {
             Ok(p) => p,
             Err(e) => {
@@ -428,14 +444,22 @@ impl Ingestor {
                 }))
             }
         };
+        let extract_s = t0.elapsed().as_secs_f64();
+        m.stage("extract", extract_s);
+        m.pages_extracted.inc_by(pages.pages.len() as u64);
+        if !pages.pages.is_empty() {
+            m.extract_seconds_per_page.observe(extract_s / pages.pages.len() as f64);
+        }
         for (page, why) in &pages.failed_pages {
             warn!(%run_id, document_id = %id, key, page, reason = %why, "page text could not be extracted");
         }
         let doc = DocumentText::from_pages(&pages.pages);
         let input = self.input.clone();
         let text = doc.text.clone();
+        let t1 = Instant::now();
         let prepared =
             tokio::task::spawn_blocking(move || input.prepare(&text)).await.expect("tokenizer task panicked");
+        m.stage("tokenize", t1.elapsed().as_secs_f64());
         let prepare::Prepared { n_tokens, chunks, segments } = match prepared {
             Ok(p) => p,
             Err(e) => return Ok(Err(DocFailure::permanent("tokenize", e.to_string()))),
@@ -462,8 +486,9 @@ impl Ingestor {
                 format!("{n_tokens} tokens, over the limit of {} (max_tokens)", self.cfg.max_tokens),
             )));
         }
-        self.store_text(id, generation, &doc, &segments, n_tokens, chunks.len()).await?;
+        self.store_text(id, generation, &doc, &segments, n_tokens, chunks.len(), extract_s).await?;
         let count = chunks.len() as u32;
+        let published_ms = messages::now_ms();
         let tasks: Vec<ChunkTask> = chunks
             .into_iter()
             .map(|p| {
@@ -483,10 +508,13 @@ impl Ingestor {
                     },
                     input_ids: p.input_ids,
                     segments: p.segments,
+                    published_ms,
                 }
             })
             .collect();
+        let t2 = Instant::now();
         self.publisher.publish_all(&self.topology.chunks(), &tasks).await?;
+        m.stage("publish", t2.elapsed().as_secs_f64());
         info!(%run_id, document_id = %id, key, pages = doc.pages.len(), tokens = n_tokens, chunks = count,
               seconds = t0.elapsed().as_secs_f64(), "document queued");
         Ok(Ok(tasks.len()))
@@ -510,7 +538,7 @@ impl Ingestor {
                run_id = EXCLUDED.run_id, etag = EXCLUDED.etag, sha256 = EXCLUDED.sha256, bytes = EXCLUDED.bytes,
                status = 'extracting', error = NULL, generation = documents.generation + 1, pages = NULL,
                token_count = NULL, chunk_count = NULL, chunks_done = 0, text = NULL, embedding = NULL, done_at = NULL,
-               updated_at = now()
+               ingest_started_at = now(), extracted_at = NULL, extract_seconds = NULL, updated_at = now()
              RETURNING id, generation",
         )
         .bind(Uuid::now_v7())
@@ -545,6 +573,7 @@ impl Ingestor {
         segments: &[prepare::Segment],
         n_tokens: usize,
         n_chunks: usize,
+        extract_seconds: f64,
     ) -> Result<(), IngestError> {
         let what = || format!("storing pages of document {id}");
         let mut tx = self.pool.begin().await.map_err(db(what()))?;
@@ -577,7 +606,8 @@ impl Ingestor {
         .await
         .map_err(db(what()))?;
         sqlx::query(
-            "UPDATE documents SET text = $3, pages = $4, token_count = $5, chunk_count = $6, status = 'embedding', updated_at = now()
+            "UPDATE documents SET text = $3, pages = $4, token_count = $5, chunk_count = $6, status = 'embedding',
+                    extract_seconds = $7, extracted_at = now(), updated_at = now()
              WHERE id = $1 AND generation = $2",
         )
         .bind(id)
@@ -586,6 +616,7 @@ impl Ingestor {
         .bind(doc.pages.len() as i32)
         .bind(n_tokens as i32)
         .bind(n_chunks as i32)
+        .bind(extract_seconds as f32)
         .execute(&mut *tx)
         .await
         .map_err(db(what()))?;
@@ -602,6 +633,7 @@ impl Ingestor {
         f: DocFailure,
     ) -> Result<(), IngestError> {
         warn!(%run_id, document_id = %id, key, stage = f.stage, error = %f.message, "document failed");
+        metrics::get().failure(f.stage, if f.retryable { "retryable" } else { "permanent" });
         let what = || format!("recording the failure of s3://{bucket}/{key}");
         let mut tx = self.pool.begin().await.map_err(db(what()))?;
         sqlx::query(

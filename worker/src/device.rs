@@ -123,3 +123,28 @@ pub fn precision(spec: &str, device: Device) -> Result<Precision, DeviceError> {
 pub fn set_threads(n: i32) {
     tch::set_num_threads(n);
 }
+
+/// Memory in use on the device now (`total − free` from `cudaMemGetInfo`, so it counts the
+/// whole GPU, libtorch's cache included); `None` on the CPU or when the CUDA runtime is not
+/// loaded. The CPU's peak is the process's resident memory (see `docpipe_common::metrics`).
+pub fn memory_in_use(device: Device) -> Option<u64> {
+    type MemGetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> i32;
+    static SYMBOL: std::sync::OnceLock<Option<MemGetInfo>> = std::sync::OnceLock::new();
+    if !device.is_cuda() {
+        return None;
+    }
+    let f = SYMBOL
+        .get_or_init(|| {
+            // SAFETY: looks a symbol up in the libraries already loaded (libcudart, through
+            // libtorch_cuda); the name is a valid C string.
+            let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"cudaMemGetInfo".as_ptr()) };
+            // SAFETY: cudaMemGetInfo(size_t *free, size_t *total) -> cudaError_t
+            (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut libc::c_void, MemGetInfo>(p) })
+        })
+        .as_ref()?;
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: two valid out-pointers; the call acts on this thread's current device, the
+    // model thread's (which ran the forward pass).
+    let rc = unsafe { f(&mut free, &mut total) };
+    (rc == 0).then(|| (total - free.min(total)) as u64)
+}

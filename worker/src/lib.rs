@@ -25,7 +25,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use docpipe_common::amqp::{self, AmqpError, Publisher, Topology};
-use docpipe_common::messages::{ChunkOutcome, ChunkResult, ChunkTask, SegmentEmbedding, SCHEMA_VERSION};
+use docpipe_common::messages::{
+    self, BatchStats, ChunkOutcome, ChunkResult, ChunkTask, SegmentEmbedding, SCHEMA_VERSION,
+};
+use docpipe_common::metrics::{self, Metrics};
 use futures_util::StreamExt;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicRejectOptions};
@@ -140,7 +143,10 @@ pub async fn run(
         )
         .await
         .map_err(WorkerError::Consume)?;
-    let label = model.lock().map_err(|_| WorkerError::ModelGone)?.label();
+    let (label, device) = {
+        let m = model.lock().map_err(|_| WorkerError::ModelGone)?;
+        (m.label(), m.device())
+    };
     info!(queue, model = %label, max_batch_tokens = cfg.max_batch_tokens, max_wait_ms = cfg.max_wait.as_millis() as u64, "worker consuming");
 
     let (batch_tx, mut batch_rx) = mpsc::channel::<Vec<Job>>(1);
@@ -156,6 +162,12 @@ pub async fn run(
                     // a panic inside libtorch poisons the lock: stop, the caller reports it
                     let Ok(model) = model.lock() else { break };
                     let done = embed_batch(&model, batch, max_tokens);
+                    if let Some(used) = device::memory_in_use(device) {
+                        let peak = &metrics::get().device_memory_peak_bytes;
+                        if used as i64 > peak.get() {
+                            peak.set(used as i64);
+                        }
+                    }
                     drop(model);
                     if done_tx.blocking_send(done).is_err() {
                         break;
@@ -174,16 +186,24 @@ pub async fn run(
         while let Some(done) = done_rx.recv().await {
             let mut results = Vec::with_capacity(done.len());
             let mut acks = Vec::with_capacity(done.len());
+            let metrics = metrics::get();
             for d in done {
                 let m = &d.job.task.meta;
-                let outcome = match d.result {
-                    Ok((embedding, segments)) => ChunkOutcome::Embedded { embedding, segments },
+                let (outcome, batch) = match d.result {
+                    Ok(e) => {
+                        Metrics::outcome(&metrics.chunks, "embedded");
+                        (ChunkOutcome::Embedded { embedding: e.embedding, segments: e.segments }, Some(e.batch))
+                    }
                     Err(e) if e.permanent => {
                         error!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, error = %e.message, "chunk rejected by the model");
-                        ChunkOutcome::Failed { error: e.message }
+                        Metrics::outcome(&metrics.chunks, "rejected");
+                        metrics.failure("embed", "permanent");
+                        (ChunkOutcome::Failed { error: e.message }, None)
                     }
                     Err(e) => {
                         warn!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, error = %e.message, "chunk failed; requeueing it");
+                        Metrics::outcome(&metrics.chunks, "requeued");
+                        metrics.failure("embed", "retryable");
                         d.job
                             .delivery
                             .nack(BasicNackOptions { requeue: true, ..Default::default() })
@@ -198,6 +218,7 @@ pub async fn run(
                     model: label.clone(),
                     input_tokens: d.job.task.input_ids.len() as u32,
                     outcome,
+                    batch,
                 });
                 acks.push(d.job.delivery);
             }
@@ -329,41 +350,95 @@ struct Input<'a> {
     spans: Vec<(Range<usize>, Range<usize>)>,
 }
 
-/// A chunk's embedding and its segments', or why it has none.
-type Embedding = Result<(Vec<f32>, Vec<SegmentEmbedding>), ChunkError>;
+/// A chunk's embedding, its segments' and the forward pass that made them.
+struct Embedded {
+    embedding: Vec<f32>,
+    segments: Vec<SegmentEmbedding>,
+    batch: BatchStats,
+}
+
+/// A chunk's embeddings, or why it has none.
+type Embedding = Result<Embedded, ChunkError>;
+
+/// This worker's name in [`BatchStats`]: the host (pod) name.
+fn worker_name() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        std::env::var("HOSTNAME")
+            .ok()
+            .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "unknown".into())
+    })
+}
 
 fn embed_or_split(model: &SentenceEmbedder, inputs: &[Input]) -> Vec<Embedding> {
     let seqs: Vec<&[u32]> = inputs.iter().map(|i| i.task.input_ids.as_slice()).collect();
     let positions: Vec<Vec<Range<usize>>> =
         inputs.iter().map(|i| i.spans.iter().map(|(_, pos)| pos.clone()).collect()).collect();
     let spans: Vec<&[Range<usize>]> = positions.iter().map(|p| p.as_slice()).collect();
-    match model.embed_with_spans(&seqs, &spans) {
-        Ok(v) => v
-            .into_iter()
-            .zip(inputs)
-            .map(|((embedding, segs), input)| {
-                let segments = segs
-                    .into_iter()
-                    .zip(&input.task.segments)
-                    .zip(&input.spans)
-                    .map(|((embedding, seg), (pooled, _))| SegmentEmbedding {
-                        index: seg.index,
-                        tokens: seg.tokens,
-                        pooled: [pooled.start as u32, pooled.end as u32],
-                        embedding,
-                    })
-                    .collect();
-                Ok((embedding, segments))
-            })
-            .collect(),
+    let (started, started_ms) = (Instant::now(), messages::now_ms());
+    let embedded = model.embed_with_spans(&seqs, &spans);
+    let prefill = started.elapsed().as_secs_f64();
+    match embedded {
+        Ok(v) => {
+            let pass = record_pass(&seqs, prefill);
+            v.into_iter()
+                .zip(inputs)
+                .map(|((embedding, segs), input)| {
+                    let segments = segs
+                        .into_iter()
+                        .zip(&input.task.segments)
+                        .zip(&input.spans)
+                        .map(|((embedding, seg), (pooled, _))| SegmentEmbedding {
+                            index: seg.index,
+                            tokens: seg.tokens,
+                            pooled: [pooled.start as u32, pooled.end as u32],
+                            embedding,
+                        })
+                        .collect();
+                    let published = input.task.published_ms;
+                    let queue_wait_ms = if published > 0 { started_ms.saturating_sub(published) as f64 } else { 0.0 };
+                    if published > 0 {
+                        metrics::get().queue_wait_seconds.observe(queue_wait_ms / 1e3);
+                    }
+                    Ok(Embedded { embedding, segments, batch: BatchStats { queue_wait_ms, ..pass.clone() } })
+                })
+                .collect()
+        }
         Err(e) if inputs.len() > 1 => {
             let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
             warn!(error = %e, chunks = inputs.len(), lengths = ?lens, "batch failed; splitting it in two and retrying");
+            metrics::get().batch_splits.inc();
             let mid = inputs.len() / 2;
             let mut out = embed_or_split(model, &inputs[..mid]);
             out.extend(embed_or_split(model, &inputs[mid..]));
             out
         }
         Err(e) => vec![Err(e.into())],
+    }
+}
+
+/// Record one successful forward pass in the metrics; its stats, without the per-chunk wait.
+fn record_pass(seqs: &[&[u32]], prefill: f64) -> BatchStats {
+    let tokens: usize = seqs.iter().map(|s| s.len()).sum();
+    let padded = seqs.iter().map(|s| s.len()).max().unwrap_or(0) * seqs.len();
+    let m = metrics::get();
+    m.prefill_seconds.observe(prefill);
+    m.batch_chunks.observe(seqs.len() as f64);
+    m.batch_tokens.observe(tokens as f64);
+    m.padding_ratio.observe(1.0 - tokens as f64 / padded.max(1) as f64);
+    m.tokens.inc_by(tokens as u64);
+    m.padded_tokens.inc_by(padded as u64);
+    m.tokens_per_second.set(tokens as f64 / prefill.max(1e-9));
+    BatchStats {
+        id: uuid::Uuid::new_v4(),
+        worker: worker_name().to_string(),
+        chunks: seqs.len() as u32,
+        tokens: tokens as u32,
+        padded_tokens: padded as u32,
+        prefill_ms: prefill * 1e3,
+        queue_wait_ms: 0.0,
     }
 }
