@@ -323,6 +323,8 @@ const W: f64 = 720.0;
 const H: f64 = 220.0;
 const LEFT: f64 = 70.0;
 const BOTTOM: f64 = 36.0;
+/// Intervals per axis: with [`nice_max`] every tick is a round number.
+const TICKS: usize = 5;
 
 /// A "nice" upper bound for an axis.
 fn nice_max(x: f64) -> f64 {
@@ -346,9 +348,9 @@ fn axes(svg: &mut String, x_label: &str, y_label: &str, y_max: f64) {
         (10.0 + y0) / 2.0,
         esc(y_label)
     );
-    for i in 0..=4 {
-        let v = y_max * i as f64 / 4.0;
-        let y = y0 - (y0 - 10.0) * i as f64 / 4.0;
+    for i in 0..=TICKS {
+        let v = y_max * i as f64 / TICKS as f64;
+        let y = y0 - (y0 - 10.0) * i as f64 / TICKS as f64;
         let _ = write!(
             svg,
             "<line x1={x0} y1={y:.1} x2={W} y2={y:.1} stroke=#eee /><text x={} y={:.1} text-anchor=end>{}</text>",
@@ -364,10 +366,10 @@ fn short(v: f64) -> String {
         format!("{:.1}M", v / 1e6)
     } else if v >= 1e4 {
         format!("{:.0}k", v / 1e3)
-    } else if v >= 10.0 || v == 0.0 {
+    } else if v >= 10.0 || v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
-        format!("{v:.2}")
+        format!("{v:.3}").trim_end_matches('0').to_string()
     }
 }
 
@@ -380,8 +382,8 @@ fn line_chart(points: &[(f64, f64)], x_label: &str, y_label: &str, step: bool) -
     let sy = |y: f64| y0 - (y0 - 10.0) * y / y_max;
     let mut svg = format!("<svg viewBox='0 0 {W} {H}' width={W} height={H} role=img>");
     axes(&mut svg, x_label, y_label, y_max);
-    for i in 0..=4 {
-        let v = x_max * i as f64 / 4.0;
+    for i in 0..=TICKS {
+        let v = x_max * i as f64 / TICKS as f64;
         let _ = write!(svg, "<text x={:.1} y={} text-anchor=middle>{}</text>", sx(v), y0 + 14.0, short(v));
     }
     let mut path = String::new();
@@ -397,11 +399,12 @@ fn line_chart(points: &[(f64, f64)], x_label: &str, y_label: &str, step: bool) -
     svg
 }
 
-/// Vertical bars with a label under each.
+/// Vertical bars of counts with a label under each.
 fn bar_chart(bars: &[(String, f64)], x_label: &str, y_label: &str) -> String {
-    let y_max = nice_max(bars.iter().map(|b| b.1).fold(0.0, f64::max));
+    // counts: whole-number ticks
+    let y_max = nice_max(bars.iter().map(|b| b.1).fold(0.0, f64::max)).max(TICKS as f64);
     let (x0, y0) = (LEFT, H - BOTTOM);
-    let slot = (W - x0 - 10.0) / bars.len().max(1) as f64;
+    let slot = ((W - x0 - 10.0) / bars.len().max(1) as f64).min(80.0);
     let mut svg = format!("<svg viewBox='0 0 {W} {H}' width={W} height={H} role=img>");
     axes(&mut svg, x_label, y_label, y_max);
     for (i, (label, v)) in bars.iter().enumerate() {
@@ -430,10 +433,10 @@ fn range_chart(rows: &[(String, Summary)]) -> String {
     let lo = rows.iter().map(|r| r.1.min).fold(f64::INFINITY, f64::min).max(1e-3);
     let hi = rows.iter().map(|r| r.1.max).fold(0.0, f64::max).max(lo * 10.0);
     let (l0, l1) = (lo.log10().floor(), hi.log10().ceil());
-    let (x0, label_w) = (260.0, 250.0);
+    let (x0, label_w) = (340.0, 330.0);
     let row_h = 26.0;
     let height = row_h * rows.len() as f64 + 40.0;
-    let sx = |v: f64| x0 + (W - x0 - 10.0) * (v.max(lo).log10() - l0) / (l1 - l0);
+    let sx = |v: f64| x0 + (W - x0 - 20.0) * (v.max(10f64.powf(l0)).log10() - l0) / (l1 - l0);
     let mut svg = format!("<svg viewBox='0 0 {W} {height}' width={W} height={height} role=img>");
     for e in (l0 as i32)..=(l1 as i32) {
         let v = 10f64.powi(e);
