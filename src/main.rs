@@ -279,7 +279,7 @@ enum Cmd {
     Report {
         #[arg(long)]
         run: Option<Uuid>,
-        /// Output file (default `docpipe-report-RUN.html`).
+        /// Output file (default `docpipe-report-RUN.html`; `-` for standard output).
         #[arg(long, short)]
         out: Option<PathBuf>,
     },
@@ -504,9 +504,14 @@ async fn async_main(cli: Cli) -> Result<()> {
                 bail!("no runs yet: nothing to report");
             };
             let html = report::load(&pool, run_id).await?.html();
-            let out = out.unwrap_or_else(|| PathBuf::from(format!("docpipe-report-{run_id}.html")));
-            std::fs::write(&out, html).with_context(|| format!("writing {}", out.display()))?;
-            println!("{}", out.display());
+            match out {
+                Some(p) if p.as_os_str() == "-" => print!("{html}"),
+                out => {
+                    let out = out.unwrap_or_else(|| PathBuf::from(format!("docpipe-report-{run_id}.html")));
+                    std::fs::write(&out, html).with_context(|| format!("writing {}", out.display()))?;
+                    println!("{}", out.display());
+                }
+            }
             Ok(())
         }
         Cmd::Put { bucket, prefix, s3, files } => put(&bucket, &prefix, &s3, &files).await,

@@ -24,20 +24,23 @@ if [ -f "$CORPUS/MANIFEST.tsv" ]; then
     | while read -r f; do cp "$CORPUS/$f" "$work/"; done
 fi
 
-start_role() {  # role prefix logfile → pid
-  DOCPIPE_QUEUE_PREFIX=$2 "$BIN" "$1" >>"$3" 2>&1 &
+# each role serves /metrics, /healthz and /readyz on its own loopback port
+WORKER_PORT=${FAULT_WORKER_PORT:-19464} AGG_PORT=${FAULT_AGG_PORT:-19465}
+start_role() {  # role prefix logfile metrics-port → pid
+  DOCPIPE_QUEUE_PREFIX=$2 DOCPIPE_METRICS_ADDR=127.0.0.1:$4 "$BIN" "$1" >>"$3" 2>&1 &
   echo $!
 }
+readyz() { curl -s -o /dev/null -m 2 -w '%{http_code}' "http://127.0.0.1:$1/readyz"; }
 
 scenario() {  # name inject-function [pdf-dir [timeout-s]]
   local name=$1 inject=$2 dir=${3:-$work} timeout=${4:-$TIMEOUT} tag
   tag=$name-$(date +%s)-$$
   local prefix=fault-$tag bucket=fault-$tag log=$work/$name.log
   "$BIN" put --bucket "$bucket" "$dir"/*.pdf >/dev/null || { echo "put failed" >&2; return 1; }
-  AGG=$(start_role aggregate "$prefix" "$log")
-  WORKER=$(start_role worker "$prefix" "$log")
+  AGG=$(start_role aggregate "$prefix" "$log" "$AGG_PORT")
+  WORKER=$(start_role worker "$prefix" "$log" "$WORKER_PORT")
   local run_id
-  run_id=$(DOCPIPE_QUEUE_PREFIX=$prefix "$BIN" ingest --bucket "$bucket" 2>>"$log" | sed -n 's/.*"run_id": "\(.*\)".*/\1/p')
+  run_id=$(DOCPIPE_QUEUE_PREFIX=$prefix DOCPIPE_METRICS_ADDR=off "$BIN" ingest --bucket "$bucket" 2>>"$log" | sed -n 's/.*"run_id": "\(.*\)".*/\1/p')
   if [ -z "$run_id" ]; then
     printf '%-18s ingest failed, see %s\n' "$name" "$log"
     FAILED=1
@@ -77,13 +80,22 @@ kill9_worker() {
   sleep 4
   kill -9 "$WORKER"
   wait "$WORKER" 2>/dev/null
-  WORKER=$(start_role worker "$1" "$2")
+  WORKER=$(start_role worker "$1" "$2" "$WORKER_PORT")
 }
+# also: the worker's /readyz answers 503 while the broker is down and 200 once it reconnected
 restart_rabbitmq() {
   sleep 4
   rabbitmqctl stop_app >/dev/null 2>&1
-  sleep 3
+  local down=000 up=000 i
+  for i in $(seq 10); do down=$(readyz "$WORKER_PORT"); [ "$down" = 503 ] && break; sleep 1; done
+  sleep 1
   rabbitmqctl start_app >/dev/null 2>&1
+  for i in $(seq 90); do up=$(readyz "$WORKER_PORT"); [ "$up" = 200 ] && break; sleep 1; done
+  echo "restart-rabbitmq: worker /readyz $down while the broker was down, $up after" >>"$2"
+  if [ "$down" != 503 ] || [ "$up" != 200 ]; then
+    echo "restart-rabbitmq: worker /readyz answered $down during the outage and $up after (want 503, then 200)"
+    FAILED=1
+  fi
 }
 poison_message() {
   sleep 2
