@@ -633,7 +633,6 @@ impl Ingestor {
         f: DocFailure,
     ) -> Result<(), IngestError> {
         warn!(%run_id, document_id = %id, key, stage = f.stage, error = %f.message, "document failed");
-        metrics::get().failure(f.stage, if f.retryable { "retryable" } else { "permanent" });
         let what = || format!("recording the failure of s3://{bucket}/{key}");
         let mut tx = self.pool.begin().await.map_err(db(what()))?;
         sqlx::query(
@@ -657,6 +656,8 @@ impl Ingestor {
             .execute(&mut *tx)
             .await
             .map_err(db(what()))?;
-        tx.commit().await.map_err(db(what()))
+        tx.commit().await.map_err(db(what()))?;
+        metrics::get().failure(f.stage, if f.retryable { "retryable" } else { "permanent" });
+        Ok(())
     }
 }

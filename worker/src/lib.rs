@@ -197,13 +197,11 @@ pub async fn run(
                     Err(e) if e.permanent => {
                         error!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, error = %e.message, "chunk rejected by the model");
                         Metrics::outcome(&metrics.chunks, "rejected");
-                        metrics.failure("embed", "permanent");
                         (ChunkOutcome::Failed { error: e.message }, None)
                     }
                     Err(e) => {
                         warn!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, error = %e.message, "chunk failed; requeueing it");
                         Metrics::outcome(&metrics.chunks, "requeued");
-                        metrics.failure("embed", "retryable");
                         d.job
                             .delivery
                             .nack(BasicNackOptions { requeue: true, ..Default::default() })
