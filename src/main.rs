@@ -139,9 +139,14 @@ struct WorkerArgs {
     /// auto (bf16 on CUDA and on CPUs with AMX, else fp32), fp32, bf16, fp16.
     #[arg(long, env = "DOCPIPE_DTYPE", default_value = "auto")]
     dtype: String,
-    /// Padded tokens per forward pass.
-    #[arg(long, env = "DOCPIPE_MAX_BATCH_TOKENS", default_value_t = 8192)]
-    max_batch_tokens: usize,
+    /// Padded tokens per forward pass, or `auto`: on CUDA derived from the free memory by a
+    /// calibration pass at start (see --memory-fraction), on the CPU 8192.
+    #[arg(long, env = "DOCPIPE_MAX_BATCH_TOKENS", default_value = "auto")]
+    max_batch_tokens: String,
+    /// With `--max-batch-tokens auto` on CUDA: the share of the free device memory a forward
+    /// pass may use.
+    #[arg(long, env = "DOCPIPE_MEMORY_FRACTION", default_value_t = 0.5)]
+    memory_fraction: f64,
     /// Longest wait for more chunks once a batch has one.
     #[arg(long, env = "DOCPIPE_MAX_WAIT_MS", default_value_t = 75)]
     max_wait_ms: u64,
@@ -453,8 +458,12 @@ async fn async_main(cli: Cli) -> Result<()> {
         }
         Cmd::Worker { worker } => {
             // off the runtime's threads, so /healthz answers while the model loads
-            let model = Arc::new(Mutex::new(tokio::task::block_in_place(|| load_model(c, &worker))?));
-            let cfg = worker_config(&worker);
+            let (model, cfg) = tokio::task::block_in_place(|| {
+                let model = load_model(c, &worker)?;
+                let cfg = worker_config(&worker, &model)?;
+                anyhow::Ok((model, cfg))
+            })?;
+            let model = Arc::new(Mutex::new(model));
             supervise(c, "docpipe-worker", shutdown_signal(), |conn, topology, stop| {
                 let (model, cfg) = (model.clone(), cfg.clone());
                 async move { docpipe_worker::run(&conn, &topology, model, cfg, stop).await }
@@ -645,12 +654,36 @@ fn load_model_on(c: &Common, device: &str, dtype: &str, threads: i32) -> Result<
     Ok(model)
 }
 
-fn worker_config(w: &WorkerArgs) -> WorkerConfig {
-    WorkerConfig {
-        max_batch_tokens: w.max_batch_tokens,
-        max_wait: Duration::from_millis(w.max_wait_ms),
-        prefetch: w.prefetch,
-    }
+/// Default padded tokens per forward pass on the CPU: four full chunks. Larger CPU batches add
+/// latency, not throughput, and memory is rarely what limits them.
+const CPU_BATCH_TOKENS: usize = 8192;
+
+fn worker_config(w: &WorkerArgs, model: &SentenceEmbedder) -> Result<WorkerConfig> {
+    let max_batch_tokens = match w.max_batch_tokens.as_str() {
+        "auto" if model.device().is_cuda() => {
+            if !(w.memory_fraction > 0.0 && w.memory_fraction <= 1.0) {
+                bail!("--memory-fraction must be in (0, 1], not {}", w.memory_fraction);
+            }
+            let cap = w.prefetch as usize * model.max_len();
+            let c = docpipe_worker::calibrate_budget(model, model.max_len(), w.memory_fraction, cap)
+                .context("calibrating the batch budget")?;
+            info!(
+                budget_tokens = c.budget,
+                bytes_per_token = c.bytes_per_token,
+                available_bytes = c.available,
+                fraction = w.memory_fraction,
+                cap_tokens = cap,
+                "batch budget derived from device memory"
+            );
+            c.budget
+        }
+        "auto" => CPU_BATCH_TOKENS,
+        n => match n.parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => bail!("--max-batch-tokens must be a positive number of tokens or auto, not {n:?}"),
+        },
+    };
+    Ok(WorkerConfig { max_batch_tokens, max_wait: Duration::from_millis(w.max_wait_ms), prefetch: w.prefetch })
 }
 
 /// A watch that turns true on SIGINT or SIGTERM.
@@ -682,6 +715,7 @@ async fn run_all(
     let conn = Arc::new(connect_amqp(c, "docpipe-run").await?);
     let topology = declare(&conn, c).await?;
     let model = load_model(c, &worker)?;
+    let worker_cfg = worker_config(&worker, &model)?;
     ensure_labels(&pool, &labels, Some(&model), || load_model(c, &worker)).await?;
     let ingestor = build_ingestor(c, &ingest, pool.clone(), "docpipe-run", topology.clone()).await?;
 
@@ -689,7 +723,7 @@ async fn run_all(
     let (stop_tx, stop_rx) = watch::channel(false);
     let model = Arc::new(Mutex::new(model));
     let worker_task = {
-        let (c, cfg, rx) = (c.clone(), worker_config(&worker), stop_rx.clone());
+        let (c, cfg, rx) = (c.clone(), worker_cfg, stop_rx.clone());
         tokio::spawn(async move {
             supervise(&c, "docpipe-run-worker", rx, |conn, topology, stop| {
                 let (model, cfg) = (model.clone(), cfg.clone());

@@ -128,11 +128,17 @@ pub fn set_threads(n: i32) {
 /// whole GPU, libtorch's cache included); `None` on the CPU or when the CUDA runtime is not
 /// loaded. The CPU's peak is the process's resident memory (see `docpipe_common::metrics`).
 pub fn memory_in_use(device: Device) -> Option<u64> {
-    type MemGetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> i32;
-    static SYMBOL: std::sync::OnceLock<Option<MemGetInfo>> = std::sync::OnceLock::new();
     if !device.is_cuda() {
         return None;
     }
+    let (free, total) = cuda_mem_info()?;
+    Some(total - free.min(total))
+}
+
+/// `(free, total)` bytes of the current CUDA device, from `cudaMemGetInfo`.
+fn cuda_mem_info() -> Option<(u64, u64)> {
+    type MemGetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> i32;
+    static SYMBOL: std::sync::OnceLock<Option<MemGetInfo>> = std::sync::OnceLock::new();
     let f = SYMBOL
         .get_or_init(|| {
             // SAFETY: looks a symbol up in the libraries already loaded (libcudart, through
@@ -143,8 +149,67 @@ pub fn memory_in_use(device: Device) -> Option<u64> {
         })
         .as_ref()?;
     let (mut free, mut total) = (0usize, 0usize);
-    // SAFETY: two valid out-pointers; the call acts on this thread's current device, the
-    // model thread's (which ran the forward pass).
+    // SAFETY: two valid out-pointers; the call acts on the calling thread's current device
+    // (the model thread's, which ran the forward passes).
     let rc = unsafe { f(&mut free, &mut total) };
-    (rc == 0).then(|| (total - free.min(total)) as u64)
+    (rc == 0).then_some((free as u64, total as u64))
+}
+
+/// Bytes this process could still allocate on the device: CUDA free memory, or on the CPU
+/// `MemAvailable` bounded by the cgroup (v2) memory limit. `None` when unknown.
+pub fn memory_available(device: Device) -> Option<u64> {
+    if device.is_cuda() {
+        let (free, _) = cuda_mem_info()?;
+        return Some(free);
+    }
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let available = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())?
+        * 1024;
+    let read = |f: &str| std::fs::read_to_string(format!("/sys/fs/cgroup/{f}")).ok()?.trim().parse::<u64>().ok();
+    match (read("memory.max"), read("memory.current")) {
+        (Some(max), Some(current)) => Some(available.min(max.saturating_sub(current))),
+        _ => Some(available),
+    }
+}
+
+/// Forget the peak so far, so that [`peak_since_reset`] measures what follows: CUDA needs
+/// nothing (libtorch's caching allocator keeps what a pass needed), the CPU trims the heap and
+/// resets the process's peak resident memory (`/proc/self/clear_refs`).
+pub fn reset_peak(device: Device) {
+    if !device.is_cuda() {
+        // SAFETY: returns freed heap memory to the system, so that memory a pass reuses from
+        // the allocator's free lists shows up in the resident peak again.
+        unsafe { libc::malloc_trim(0) };
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+    }
+}
+
+/// Memory in use at its peak since [`reset_peak`]: device memory held (CUDA), or the
+/// process's peak resident memory (CPU).
+pub fn peak_since_reset(device: Device) -> Option<u64> {
+    if device.is_cuda() {
+        return memory_in_use(device);
+    }
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+}
+
+/// Memory in use now: device memory held (CUDA) or resident memory (CPU).
+pub fn in_use(device: Device) -> Option<u64> {
+    if device.is_cuda() {
+        return memory_in_use(device);
+    }
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map(|kb| kb * 1024)
 }

@@ -8,6 +8,9 @@ use docpipe_worker::{Precision, SentenceEmbedder};
 use serde::Deserialize;
 use tch::Device;
 
+mod common;
+use common::model_dir;
+
 #[derive(Deserialize)]
 struct Golden {
     model_safetensors_sha256: String,
@@ -26,21 +29,6 @@ struct Case {
 fn golden() -> Golden {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/embeddinggemma-300m.json");
     serde_json::from_str(&std::fs::read_to_string(&path).expect("read golden file")).expect("parse golden file")
-}
-
-fn model_dir() -> PathBuf {
-    let dir = std::env::var_os("DOCPIPE_MODEL").map(PathBuf::from).unwrap_or_else(|| {
-        let home = std::env::var_os("DOCPIPE_HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/docpipe"));
-        home.join("embeddinggemma-300m")
-    });
-    assert!(
-        dir.join("model.safetensors").exists(),
-        "model not found at {} — run `make model` or set DOCPIPE_MODEL",
-        dir.display()
-    );
-    dir
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
