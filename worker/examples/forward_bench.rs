@@ -2,10 +2,12 @@
 //!
 //! `cargo run -p docpipe-worker --example forward_bench -- MODEL_DIR DTYPE BATCH SEQ_LEN REPS [IDS.jsonl]`
 //! Inputs are the first BATCH lines of IDS.jsonl (`{"input_ids": [...]}`, e.g. real contract
-//! chunks), or synthetic ids when absent. Prints one JSON line.
+//! chunks), or synthetic ids when absent. `BENCH_DEVICE` picks the device (`cpu`, default, or
+//! `cuda[:N]`). Prints one JSON line; `peak_bytes` is the memory held at the end (CUDA) or the
+//! peak resident memory of the timed passes (CPU).
 use std::time::Instant;
 
-use docpipe_worker::{Precision, SentenceEmbedder};
+use docpipe_worker::{device, Precision, SentenceEmbedder};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -16,7 +18,9 @@ fn main() {
     let precision: Precision = args[2].parse().expect("dtype");
     let (batch, seq, reps): (usize, usize, usize) =
         (args[3].parse().unwrap(), args[4].parse().unwrap(), args[5].parse().unwrap());
-    let model = SentenceEmbedder::load(std::path::Path::new(&args[1]), tch::Device::Cpu, precision).expect("load");
+    let choice = std::env::var("BENCH_DEVICE").unwrap_or_else(|_| "cpu".into());
+    let device = device::resolve(choice.parse().expect("BENCH_DEVICE")).expect("device");
+    let model = SentenceEmbedder::load(std::path::Path::new(&args[1]), device, precision).expect("load");
     let seqs: Vec<Vec<u32>> = match args.get(6) {
         Some(path) => std::fs::read_to_string(path)
             .expect("read ids")
@@ -39,13 +43,15 @@ fn main() {
     let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
     let tokens: usize = seqs.iter().map(|s| s.len()).sum();
     model.embed(&refs).expect("warm-up");
+    device::reset_peak(device);
     let t0 = Instant::now();
     for _ in 0..reps {
         model.embed(&refs).expect("embed");
     }
     let secs = t0.elapsed().as_secs_f64();
+    let peak = device::peak_since_reset(device).unwrap_or(0);
     println!(
-        "{{\"impl\":\"docpipe\",\"dtype\":\"{}\",\"threads\":{},\"batch\":{batch},\"tokens\":{},\"seconds\":{secs:.3},\"tokens_per_s\":{:.1}}}",
+        "{{\"impl\":\"docpipe\",\"dtype\":\"{}\",\"device\":\"{choice}\",\"threads\":{},\"batch\":{batch},\"tokens\":{},\"seconds\":{secs:.3},\"tokens_per_s\":{:.1},\"peak_bytes\":{peak}}}",
         precision.name(),
         tch::get_num_threads(),
         tokens * reps,
