@@ -436,7 +436,7 @@ fn range_chart(rows: &[(String, Summary)]) -> String {
     let (x0, label_w) = (340.0, 330.0);
     let row_h = 26.0;
     let height = row_h * rows.len() as f64 + 40.0;
-    let sx = |v: f64| x0 + (W - x0 - 20.0) * (v.max(10f64.powf(l0)).log10() - l0) / (l1 - l0);
+    let sx = |v: f64| x0 + (W - x0 - 40.0) * (v.max(10f64.powf(l0)).log10() - l0) / (l1 - l0);
     let mut svg = format!("<svg viewBox='0 0 {W} {height}' width={W} height={height} role=img>");
     for e in (l0 as i32)..=(l1 as i32) {
         let v = 10f64.powi(e);
