@@ -149,8 +149,14 @@ impl Topology {
         Ok(())
     }
 
-    /// Messages waiting in `queue` (0 if it does not exist yet).
+    /// Messages waiting in `queue`.
     pub async fn depth(&self, ch: &Channel, queue: &str) -> Result<u32, AmqpError> {
+        Ok(self.inspect(ch, queue).await?.0)
+    }
+
+    /// Messages waiting in `queue` and its consumers. A queue that does not exist is an error,
+    /// which closes the channel.
+    pub async fn inspect(&self, ch: &Channel, queue: &str) -> Result<(u32, u32), AmqpError> {
         let q = ch
             .queue_declare(
                 queue.into(),
@@ -159,7 +165,7 @@ impl Topology {
             )
             .await
             .map_err(op(format!("inspect queue {queue}")))?;
-        Ok(q.message_count())
+        Ok((q.message_count(), q.consumer_count()))
     }
 }
 
@@ -305,12 +311,11 @@ pub async fn sample_queue_depths(conn: &Connection, topology: &Topology, every: 
         // a passive declare of a missing queue closes the channel: one channel per round
         let Ok(ch) = conn.create_channel().await else { return };
         for q in &queues {
-            let passive = QueueDeclareOptions { passive: true, ..Default::default() };
-            match ch.queue_declare(q.as_str().into(), passive, FieldTable::default()).await {
-                Ok(info) => {
+            match topology.inspect(&ch, q).await {
+                Ok((messages, consumers)) => {
                     let labels = vec![("queue", q.clone())];
-                    m.queue_messages.get_or_create(&labels).set(info.message_count() as i64);
-                    m.queue_consumers.get_or_create(&labels).set(info.consumer_count() as i64);
+                    m.queue_messages.get_or_create(&labels).set(messages as i64);
+                    m.queue_consumers.get_or_create(&labels).set(consumers as i64);
                 }
                 Err(e) => {
                     tracing::debug!(queue = q, error = %e, "queue depth not sampled");

@@ -147,7 +147,11 @@ impl Metrics {
             "Chunk results by outcome (stored, duplicate, stale, failed)",
             m.results.clone(),
         );
-        r.register("aggregator_store_seconds", "Postgres transaction time per chunk result", m.store_seconds.clone());
+        r.register(
+            "aggregator_store_seconds",
+            "Time to store a chunk result (waits during a database outage included)",
+            m.store_seconds.clone(),
+        );
         r.register(
             "aggregator_documents_finished",
             "Documents finished by status (done, failed)",
@@ -226,8 +230,9 @@ pub fn get() -> &'static Metrics {
     METRICS.get_or_init(Metrics::new)
 }
 
-/// Resident and peak resident memory of this process, from `/proc/self/status` (Linux).
-fn process_memory() -> Option<(u64, u64)> {
+/// Resident and peak resident (`VmHWM`) memory of this process in bytes, from
+/// `/proc/self/status` (Linux).
+pub fn process_memory() -> Option<(u64, u64)> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let kb = |key: &str| {
         status

@@ -15,8 +15,6 @@ fn calibration_predicts_the_memory_of_a_larger_pass() {
     eprintln!("{c:?}");
     assert!(c.available > 0, "available memory read");
     assert!(c.budget >= seq_len && c.budget % seq_len == 0, "whole sequences: {c:?}");
-    let fit = (c.available as f64 * 0.5 / c.bytes_per_token as f64) as usize / seq_len * seq_len;
-    assert_eq!(c.budget, fit.clamp(seq_len, 1 << 20), "half the available memory, whole sequences");
 
     // a pass of 6 sequences needs about 4 more sequences' worth than one of 2
     let seq: Vec<u32> = (0..seq_len).map(|t| 1000 + t as u32).collect();
