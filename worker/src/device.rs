@@ -90,22 +90,24 @@ pub fn resolve(choice: DeviceChoice) -> Result<Device, DeviceError> {
     }
 }
 
-/// Default precision: bf16 on CUDA and on CPUs with AMX tiles; on other CPUs bf16 only where
-/// libtorch's bf16 GEMM measures clearly faster than fp32 here and now. CPUs differ: one with
-/// AVX512-BF16 but no AMX ran bf16 at 105 GFLOP/s against 194 for fp32, another at 365
-/// against 167.
+/// Default precision: bf16 on CUDA and on CPUs with AMX tiles; fp32 on CPUs without a bf16
+/// dot-product instruction (libtorch emulates bf16 there: 10.7 s against 0.09 s for fp32 on an
+/// AVX2-only CPU); on the others bf16 only where libtorch's bf16 GEMM measures clearly faster
+/// than fp32 here and now. CPUs differ: one with AVX512-BF16 but no AMX ran bf16 at 105 GFLOP/s
+/// against 194 for fp32, another at 365 against 167.
 pub fn default_precision(device: Device) -> Precision {
     match device {
         Device::Cuda(_) => Precision::Bf16,
-        _ if cpu_has_amx() => Precision::Bf16,
-        _ if cpu_bf16_faster() => Precision::Bf16,
+        _ if cpu_has_flag(&["amx_bf16"]) => Precision::Bf16,
+        // x86 AVX512-BF16; aarch64 lists BF16 support as `bf16` under Features
+        _ if cpu_has_flag(&["avx512_bf16", "bf16"]) && cpu_bf16_faster() => Precision::Bf16,
         _ => Precision::F32,
     }
 }
 
 /// Time the model's typical GEMM (a 2048-token chunk through a 768 → 1152 projection) in fp32
 /// and bf16 on this CPU: bf16 when it is at least 1.25× as fast (once per model load; the timed
-/// GEMMs took 0.12–0.19 s on this project's 2-core CPU).
+/// GEMMs took 0.12–0.19 s on a 2-core AVX512-BF16 CPU).
 fn cpu_bf16_faster() -> bool {
     use tch::{Kind, Tensor};
     let _guard = tch::no_grad_guard();
@@ -129,10 +131,14 @@ fn cpu_bf16_faster() -> bool {
     }
 }
 
-fn cpu_has_amx() -> bool {
+/// Whether the first CPU's flags (`flags` on x86, `Features` on aarch64) include one of `any`.
+fn cpu_has_flag(any: &[&str]) -> bool {
     std::fs::read_to_string("/proc/cpuinfo")
         .map(|s| {
-            s.lines().filter(|l| l.starts_with("flags")).take(1).any(|l| l.split_whitespace().any(|f| f == "amx_bf16"))
+            s.lines()
+                .filter(|l| l.starts_with("flags") || l.starts_with("Features"))
+                .take(1)
+                .any(|l| l.split_whitespace().any(|f| any.contains(&f)))
         })
         .unwrap_or(false)
 }
