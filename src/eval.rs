@@ -3,8 +3,9 @@
 //!
 //! Labels file: `cuad_labels.tsv` format (tab-separated, quoted: file, category, answer,
 //! clauses_json). A gold clause is located in the stored document text after whitespace
-//! normalisation (case-folded; failing that, letters and digits only). A segment *matches* a
-//! gold clause when they overlap by at least half of the shorter of the two.
+//! normalisation (case-folded; failing that, letters and digits only); a clause CUAD gives as
+//! parts joined by `<omitted>` is located part by part. A segment *matches* a gold clause when
+//! it overlaps one of its occurrences (or parts) by at least half of the shorter of the two.
 //!
 //! For each category and each document with gold clauses, segments are ranked by score;
 //! recall@K is the share of gold clauses matched by one of the top K segments. Presence: a
@@ -13,13 +14,18 @@
 //! Two scorers are reported: the category queries alone (zero-shot cosine), and learned
 //! scorers under k-fold cross-validation by document — every document is scored by a scorer
 //! learned on the other folds only. A learned scorer is a class-balanced, L2-regularised
-//! logistic regression per category on the segment embedding plus two position features
-//! (`exp(-i)`, `exp(-i/5)` for segment index `i`: titles, parties and dates open a contract),
-//! started from and regularised towards `GAMMA * query`. Its positives are the segments that a
-//! located gold clause covers at least 10 % of. The presence threshold maximises F1 on the
-//! training documents.
+//! logistic regression per category on
+//! - the segment embedding, started from and regularised towards `GAMMA * query`;
+//! - two position features (`exp(-i)`, `exp(-i/5)` for segment index `i`: titles, parties and
+//!   dates open a contract);
+//! - lexical features: the segment's hashed words and word pairs
+//!   (`docpipe_chunker::segment::terms`) that occur in at least `MIN_DF` training documents,
+//!   each worth 1/sqrt(number of terms); the `KEEP_TERMS` largest weights are kept.
+//!
+//! Its positives are the segments that a located gold clause covers at least 10 % of. The
+//! presence threshold maximises F1 on the training documents.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
 use std::path::Path;
 
@@ -36,12 +42,23 @@ const GAMMA: f32 = 5.0;
 const L2: f32 = 0.01;
 const STEPS: usize = 400;
 const LEARNING_RATE: f32 = 2.0;
+/// What CUAD writes between the parts of a clause that are not contiguous in the contract.
+const OMITTED: &str = "<omitted>";
 /// A segment is a training positive when a gold clause covers this share of it.
 const POSITIVE_COVER: f64 = 0.1;
+/// Lexical term weights: their learning rate and L2 pull towards 0.
+const LEXICAL_LEARNING_RATE: f32 = 2.0;
+const LEXICAL_L2: f32 = 0.01;
+/// A term is a feature when it occurs in at least this many training documents.
+const MIN_DF: usize = 2;
+/// Term weights kept per category (the largest in magnitude).
+const KEEP_TERMS: usize = 2000;
 
 pub struct Segment {
     pub chars: Range<usize>,
     pub embedding: Vec<f32>,
+    /// Lexical terms (`docpipe_chunker::segment::terms`), as stored.
+    pub terms: Vec<i32>,
 }
 
 /// A labelled document as stored: segments, per category the segments each gold clause
@@ -121,6 +138,18 @@ fn locate(hay: &(String, Vec<usize>), needle: &str, alnum_only: bool) -> Vec<Ran
     hay.0.match_indices(n).take(100).map(|(b, m)| hay.1[b]..hay.1[b + m.len() - 1] + 1).collect()
 }
 
+/// Where a gold clause is in the text: each of its parts (CUAD writes `<omitted>` between the
+/// non-contiguous parts of one clause) located after whitespace normalisation, failing that
+/// letters and digits only.
+fn locate_clause(spaced: &(String, Vec<usize>), alnum: &(String, Vec<usize>), clause: &str) -> Vec<Range<usize>> {
+    let mut at = Vec::new();
+    for part in clause.split(OMITTED) {
+        let found = locate(spaced, part, false);
+        at.extend(if found.is_empty() { locate(alnum, part, true) } else { found });
+    }
+    at
+}
+
 fn overlaps_enough(a: &Range<usize>, b: &Range<usize>) -> bool {
     let inter = a.end.min(b.end).saturating_sub(a.start.max(b.start));
     inter > 0 && inter * 2 >= a.len().min(b.len())
@@ -149,8 +178,8 @@ pub async fn load_docs(
             eprintln!("eval: {key} is {status}; left out");
             continue;
         };
-        let segs: Vec<(i32, i32, Vector)> = sqlx::query_as(
-            "SELECT char_start, char_end, embedding FROM segments
+        let segs: Vec<(i32, i32, Vector, Option<Vec<i32>>)> = sqlx::query_as(
+            "SELECT char_start, char_end, embedding, terms FROM segments
              WHERE document_id = $1 AND embedding IS NOT NULL ORDER BY segment_index",
         )
         .bind(id)
@@ -158,7 +187,11 @@ pub async fn load_docs(
         .await?;
         let segments: Vec<Segment> = segs
             .into_iter()
-            .map(|(s, e, v)| Segment { chars: s as usize..e as usize, embedding: v.to_vec() })
+            .map(|(s, e, v, terms)| Segment {
+                chars: s as usize..e as usize,
+                embedding: v.to_vec(),
+                terms: terms.unwrap_or_default(),
+            })
             .collect();
         let spaced = normalise(&text, false);
         let alnum = normalise(&text, true);
@@ -170,10 +203,7 @@ pub async fn load_docs(
             }
             let mut per_clause = Vec::new();
             for clause in clauses {
-                let mut at = locate(&spaced, clause, false);
-                if at.is_empty() {
-                    at = locate(&alnum, clause, true);
-                }
+                let at = locate_clause(&spaced, &alnum, clause);
                 if at.is_empty() {
                     unlocated += 1;
                 }
@@ -212,11 +242,13 @@ fn position(i: usize) -> [f32; 2] {
 }
 
 /// How one category scores segments: by the query alone (cosine), or by a learned probe
-/// (probability). Mirrors the SQL function `clause_score`.
+/// (probability). Mirrors the SQL function `clause_score` and the view `segment_lexical`.
 #[derive(Clone)]
 pub struct Scorer {
     pub weights: Vec<f32>,
     pub position: [f32; 2],
+    /// Weight per lexical term (learned scorers only).
+    pub terms: HashMap<i32, f32>,
     /// `None`: zero-shot, the score is the cosine with `weights` (the query).
     pub bias: Option<f32>,
     pub threshold: f32,
@@ -224,15 +256,27 @@ pub struct Scorer {
 
 impl Scorer {
     fn zero_shot(query: &[f32], threshold: f32) -> Self {
-        Scorer { weights: query.to_vec(), position: [0.0; 2], bias: None, threshold }
+        Scorer { weights: query.to_vec(), position: [0.0; 2], terms: HashMap::new(), bias: None, threshold }
     }
 
-    fn score(&self, e: &[f32], i: usize) -> f32 {
+    /// The segment's lexical score: the weights of its terms over sqrt(number of terms).
+    pub(crate) fn lexical(&self, terms: &[i32]) -> f32 {
+        if terms.is_empty() || self.terms.is_empty() {
+            return 0.0;
+        }
+        terms.iter().filter_map(|t| self.terms.get(t)).sum::<f32>() / (terms.len() as f32).sqrt()
+    }
+
+    pub(crate) fn score(&self, seg: &Segment, i: usize) -> f32 {
         match self.bias {
-            None => dot(e, &self.weights),
+            None => dot(&seg.embedding, &self.weights),
             Some(b) => {
                 let p = position(i);
-                let z = dot(e, &self.weights) + self.position[0] * p[0] + self.position[1] * p[1] + b;
+                let z = dot(&seg.embedding, &self.weights)
+                    + self.position[0] * p[0]
+                    + self.position[1] * p[1]
+                    + self.lexical(&seg.terms)
+                    + b;
                 1.0 / (1.0 + (-z.clamp(-50.0, 50.0)).exp())
             }
         }
@@ -241,7 +285,7 @@ impl Scorer {
 
 /// Segment indices of a document, best first, and the best score.
 fn ranking(doc: &Doc, s: &Scorer) -> (Vec<usize>, f32) {
-    let scores: Vec<f32> = doc.segments.iter().enumerate().map(|(i, seg)| s.score(&seg.embedding, i)).collect();
+    let scores: Vec<f32> = doc.segments.iter().enumerate().map(|(i, seg)| s.score(seg, i)).collect();
     let mut idx: Vec<usize> = (0..scores.len()).collect();
     idx.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
     let best = idx.first().map(|&i| scores[i]).unwrap_or(f32::NEG_INFINITY);
@@ -260,22 +304,58 @@ fn hits(doc: &Doc, cat: &str, s: &Scorer, ks: &[usize]) -> (Vec<usize>, usize) {
     (found, clauses.len())
 }
 
-/// Learn one category's scorer from training documents (see the module docs).
-fn learn_one(train: &[&Doc], cat: &StoredCategory) -> Scorer {
-    let dim = cat.query.len();
-    let mut rows: Vec<(&[f32], [f32; 2], f32)> = Vec::new();
-    for d in train {
-        let pos = d.positives.get(&cat.name);
-        for (i, seg) in d.segments.iter().enumerate() {
-            let y = pos.is_some_and(|p| p.contains(&i)) as u8 as f32;
-            rows.push((&seg.embedding, position(i), y));
+/// The lexical vocabulary of a training set: the terms found in at least [`MIN_DF`] of its
+/// documents (a term seen in one contract is a name or a number, not a clause), as columns.
+struct Vocabulary {
+    column: HashMap<i32, usize>,
+    terms: Vec<i32>,
+}
+
+impl Vocabulary {
+    fn new(train: &[&Doc]) -> Self {
+        let mut df: HashMap<i32, usize> = HashMap::new();
+        for d in train {
+            let seen: BTreeSet<i32> = d.segments.iter().flat_map(|s| s.terms.iter().copied()).collect();
+            for t in seen {
+                *df.entry(t).or_default() += 1;
+            }
         }
+        let mut terms: Vec<i32> = df.into_iter().filter(|&(_, n)| n >= MIN_DF).map(|(t, _)| t).collect();
+        terms.sort_unstable();
+        let column = terms.iter().enumerate().map(|(c, &t)| (t, c)).collect();
+        Vocabulary { column, terms }
     }
-    let n_pos = rows.iter().filter(|r| r.2 > 0.5).count();
+
+    /// A segment's lexical features: the columns of its terms, and the value each has
+    /// (1/sqrt(number of terms, in the vocabulary or not), as in `Scorer::lexical`).
+    fn features(&self, terms: &[i32]) -> (Vec<usize>, f32) {
+        let cols = terms.iter().filter_map(|t| self.column.get(t).copied()).collect();
+        (cols, 1.0 / (terms.len().max(1) as f32).sqrt())
+    }
+}
+
+/// One training row: embedding, position features, lexical columns and their value.
+struct Row<'a> {
+    embedding: &'a [f32],
+    position: [f32; 2],
+    lexical: (Vec<usize>, f32),
+}
+
+/// Learn one category's scorer from training documents (see the module docs).
+fn learn_one(train: &[&Doc], rows: &[Row], vocab: &Vocabulary, cat: &StoredCategory) -> Scorer {
+    let dim = cat.query.len();
+    let y: Vec<f32> = train
+        .iter()
+        .flat_map(|d| {
+            let pos = d.positives.get(&cat.name);
+            (0..d.segments.len()).map(move |i| pos.is_some_and(|p| p.contains(&i)) as u8 as f32)
+        })
+        .collect();
+    let n_pos = y.iter().filter(|&&v| v > 0.5).count();
     let prior: Vec<f32> = cat.query.iter().map(|q| q * GAMMA).collect();
     if n_pos == 0 {
         // nothing to learn from: the query's ranking, never present
-        return Scorer { weights: prior, position: [0.0; 2], bias: Some(-50.0), threshold: 1.0 };
+        return Scorer { weights: prior, position: [0.0; 2], terms: HashMap::new(), bias: Some(-50.0), threshold: 1.0 };
     }
     // class-balanced weights, normalised to mean 1
     let n = rows.len() as f32;
@@ -285,15 +365,24 @@ fn learn_one(train: &[&Doc], cat: &StoredCategory) -> Scorer {
     let mut w = prior.clone();
     let mut p = [0f32; 2];
     let mut b = 0f32;
+    let mut lex = vec![0f32; vocab.terms.len()];
     let mut grad = vec![0f32; dim];
+    let mut lex_grad = vec![0f32; vocab.terms.len()];
     for _ in 0..STEPS {
         grad.iter_mut().for_each(|g| *g = 0.0);
+        lex_grad.iter_mut().for_each(|g| *g = 0.0);
         let (mut gp, mut gb) = ([0f32; 2], 0f32);
-        for (e, x, y) in &rows {
-            let z = dot(e, &w) + p[0] * x[0] + p[1] * x[1] + b;
-            let r = (1.0 / (1.0 + (-z.clamp(-50.0, 50.0)).exp()) - y) * if *y > 0.5 { w_pos } else { w_neg };
-            for (g, v) in grad.iter_mut().zip(e.iter()) {
-                *g += r * v;
+        for (row, &y) in rows.iter().zip(&y) {
+            let (cols, v) = &row.lexical;
+            let x = row.position;
+            let z =
+                dot(row.embedding, &w) + p[0] * x[0] + p[1] * x[1] + cols.iter().map(|&c| lex[c]).sum::<f32>() * v + b;
+            let r = (1.0 / (1.0 + (-z.clamp(-50.0, 50.0)).exp()) - y) * if y > 0.5 { w_pos } else { w_neg };
+            for (g, e) in grad.iter_mut().zip(row.embedding) {
+                *g += r * e;
+            }
+            for &c in cols {
+                lex_grad[c] += r * v;
             }
             gp[0] += r * x[0];
             gp[1] += r * x[1];
@@ -302,12 +391,20 @@ fn learn_one(train: &[&Doc], cat: &StoredCategory) -> Scorer {
         for ((wi, g), w0) in w.iter_mut().zip(&grad).zip(&prior) {
             *wi -= LEARNING_RATE * (g / n + L2 * (*wi - w0));
         }
+        for (l, g) in lex.iter_mut().zip(&lex_grad) {
+            *l -= LEXICAL_LEARNING_RATE * (g / n + LEXICAL_L2 * *l);
+        }
         for k in 0..2 {
             p[k] -= LEARNING_RATE * (gp[k] / n + L2 * p[k]);
         }
         b -= LEARNING_RATE * gb / n;
     }
-    let mut s = Scorer { weights: w, position: p, bias: Some(b), threshold: 0.0 };
+    // keep the KEEP_TERMS strongest term weights: what is stored is what is evaluated
+    let mut strongest: Vec<(i32, f32)> = vocab.terms.iter().copied().zip(lex).filter(|(_, l)| *l != 0.0).collect();
+    strongest.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()).then(a.0.cmp(&b.0)));
+    strongest.truncate(KEEP_TERMS);
+    let mut s =
+        Scorer { weights: w, position: p, terms: strongest.into_iter().collect(), bias: Some(b), threshold: 0.0 };
     s.threshold = best_threshold(train.iter().map(|d| (ranking(d, &s).1, has(d, &cat.name))));
     s
 }
@@ -339,7 +436,13 @@ fn best_threshold(points: impl Iterator<Item = (f32, bool)>) -> f32 {
 
 /// Learn every category's scorer from `docs`.
 pub fn learn(docs: &[&Doc], cats: &[StoredCategory]) -> Vec<Scorer> {
-    cats.iter().map(|c| learn_one(docs, c)).collect()
+    let vocab = Vocabulary::new(docs);
+    let rows: Vec<Row> = docs
+        .iter()
+        .flat_map(|d| d.segments.iter().enumerate())
+        .map(|(i, seg)| Row { embedding: &seg.embedding, position: position(i), lexical: vocab.features(&seg.terms) })
+        .collect();
+    cats.iter().map(|c| learn_one(docs, &rows, &vocab, c)).collect()
 }
 
 #[derive(Default, Clone, Copy)]
@@ -523,6 +626,11 @@ mod tests {
         let alnum = normalise(text, true);
         assert_eq!(locate(&alnum, "governed by the laws of New-York", true).len(), 1);
         assert!(locate(&hay, "Delaware", false).is_empty());
+        // CUAD's non-contiguous clauses: each part is located
+        let parts = locate_clause(&hay, &alnum, "1. Governing Law.<omitted>the LAWS of New York");
+        assert_eq!(parts.len(), 2);
+        assert_eq!(text.chars().skip(parts[1].start).take(parts[1].len()).collect::<String>(), "the laws of New York");
+        assert!(locate_clause(&hay, &alnum, "Governing Law<omitted>Delaware").len() == 1);
     }
 
     #[test]
@@ -549,7 +657,9 @@ mod ceiling_tests {
 
     #[test]
     fn ceiling_is_a_greedy_cover() {
-        let seg = |n: usize| (0..n).map(|i| Segment { chars: i * 10..i * 10 + 10, embedding: vec![] }).collect();
+        let seg = |n: usize| {
+            (0..n).map(|i| Segment { chars: i * 10..i * 10 + 10, embedding: vec![], terms: vec![] }).collect()
+        };
         // three gold clauses: two found only in segment 1, one only in segment 4; one nowhere
         let gold = BTreeMap::from([("X".to_string(), vec![vec![1, 2], vec![1], vec![4], vec![]])]);
         let d = Doc { segments: seg(6), gold, positives: BTreeMap::new() };

@@ -4,9 +4,10 @@
 //! A category is the text `"<name>: <description>"` (descriptions are ours, in
 //! `cuad_categories.tsv`), embedded once with the model's query prompt. Segments are scored by
 //! cosine similarity against the category's `embedding`: the query itself, or after
-//! `docpipe labels --learn LABELS.tsv`, a linear probe learned from labelled contracts (see
-//! `eval`), scored as a probability, with a presence threshold per category that maximises
-//! F1 on the labelled documents. The SQL function `clause_score` applies either.
+//! `docpipe labels --learn LABELS.tsv`, a linear probe on the embedding, the position and the
+//! segment's words learned from labelled contracts (see `eval`), scored as a probability, with
+//! a presence threshold per category that maximises F1 on the labelled documents. The SQL
+//! function `clause_score` (with the view `segment_lexical` for the words) applies either.
 
 use std::collections::BTreeMap;
 
@@ -82,6 +83,7 @@ pub async fn ensure(pool: &PgPool, model: &SentenceEmbedder, threshold: f32) -> 
     }
     for (c, e) in stale.iter().zip(embeddings) {
         let e = Vector::from(e);
+        sqlx::query("DELETE FROM clause_term_weights WHERE category = $1").bind(&c.name).execute(&mut *tx).await?;
         sqlx::query(
             "INSERT INTO clause_categories (name, description, model, query_embedding, embedding, threshold, source)
              VALUES ($1, $2, $3, $4, $4, $5, 'query')
@@ -102,6 +104,42 @@ pub async fn ensure(pool: &PgPool, model: &SentenceEmbedder, threshold: f32) -> 
     let n = relabel_all(pool).await?;
     info!(documents = n, "documents relabelled");
     Ok(stale.len())
+}
+
+/// Fill in the lexical terms of segments stored before they were kept (migration 0006).
+/// Returns the number of documents updated.
+pub async fn backfill_terms(pool: &PgPool) -> Result<usize> {
+    let ids: Vec<(Uuid, String)> = sqlx::query_as(
+        "SELECT d.id, d.text FROM documents d
+         WHERE d.text IS NOT NULL AND EXISTS (SELECT 1 FROM segments s WHERE s.document_id = d.id AND s.terms IS NULL)",
+    )
+    .fetch_all(pool)
+    .await
+    .context("finding segments without terms")?;
+    for (id, text) in &ids {
+        let segs: Vec<(i32, i32, i32)> =
+            sqlx::query_as("SELECT segment_index, char_start, char_end FROM segments WHERE document_id = $1")
+                .bind(id)
+                .fetch_all(pool)
+                .await
+                .with_context(|| format!("reading the segments of document {id}"))?;
+        let terms = docpipe_ingest::segment_terms(text, segs.iter().map(|s| s.1.max(0) as usize..s.2.max(0) as usize));
+        let index: Vec<i32> = segs.iter().map(|s| s.0).collect();
+        sqlx::query(
+            "UPDATE segments s SET terms = u.terms::int[] FROM UNNEST($2::int[], $3::text[]) AS u(i, terms)
+             WHERE s.document_id = $1 AND s.segment_index = u.i",
+        )
+        .bind(id)
+        .bind(&index)
+        .bind(&terms)
+        .execute(pool)
+        .await
+        .with_context(|| format!("storing the terms of document {id}"))?;
+    }
+    if !ids.is_empty() {
+        info!(documents = ids.len(), "segment terms filled in");
+    }
+    Ok(ids.len())
 }
 
 /// Recompute the labels of every finished document (after the categories changed).
@@ -135,27 +173,48 @@ pub async fn load(pool: &PgPool) -> Result<Vec<StoredCategory>> {
 pub async fn store_learned(pool: &PgPool, learned: &[(String, crate::eval::Scorer)], source: &str) -> Result<()> {
     let mut tx = pool.begin().await?;
     for (name, s) in learned {
-        // `embedding` holds the probe's direction and `scale` its length: cosine × scale = w·e
-        let scale = s.weights.iter().map(|w| w * w).sum::<f32>().sqrt().max(1e-12);
-        let direction: Vec<f32> = s.weights.iter().map(|w| w / scale).collect();
-        sqlx::query(
-            "UPDATE clause_categories SET embedding = $2, scale = $3, position_weights = $4, bias = $5, threshold = $6,
-                    source = $7, updated_at = now()
-             WHERE name = $1",
-        )
-        .bind(name)
-        .bind(Vector::from(direction))
-        .bind(scale)
-        .bind(s.position.to_vec())
-        .bind(s.bias)
-        .bind(s.threshold)
-        .bind(source)
-        .execute(&mut *tx)
-        .await
-        .with_context(|| format!("storing the learned scorer of {name}"))?;
+        store_scorer(&mut tx, name, s, source).await?;
     }
     tx.commit().await?;
     relabel_all(pool).await?;
+    Ok(())
+}
+
+/// Store one category's learned scorer: what `clause_score` and `segment_lexical` read.
+async fn store_scorer(conn: &mut sqlx::PgConnection, name: &str, s: &crate::eval::Scorer, source: &str) -> Result<()> {
+    // `embedding` holds the probe's direction and `scale` its length: cosine × scale = w·e
+    let scale = s.weights.iter().map(|w| w * w).sum::<f32>().sqrt().max(1e-12);
+    let direction: Vec<f32> = s.weights.iter().map(|w| w / scale).collect();
+    sqlx::query(
+        "UPDATE clause_categories SET embedding = $2, scale = $3, position_weights = $4, bias = $5, threshold = $6,
+                source = $7, updated_at = now()
+         WHERE name = $1",
+    )
+    .bind(name)
+    .bind(Vector::from(direction))
+    .bind(scale)
+    .bind(s.position.to_vec())
+    .bind(s.bias)
+    .bind(s.threshold)
+    .bind(source)
+    .execute(&mut *conn)
+    .await
+    .with_context(|| format!("storing the learned scorer of {name}"))?;
+    let (terms, weights): (Vec<i32>, Vec<f32>) = s.terms.iter().map(|(t, w)| (*t, *w)).unzip();
+    sqlx::query("DELETE FROM clause_term_weights WHERE category = $1")
+        .bind(name)
+        .execute(&mut *conn)
+        .await
+        .with_context(|| format!("replacing the term weights of {name}"))?;
+    sqlx::query(
+        "INSERT INTO clause_term_weights (category, term, weight) SELECT $1, * FROM UNNEST($2::int[], $3::real[])",
+    )
+    .bind(name)
+    .bind(&terms)
+    .bind(&weights)
+    .execute(&mut *conn)
+    .await
+    .with_context(|| format!("storing the term weights of {name}"))?;
     Ok(())
 }
 
@@ -167,5 +226,117 @@ mod tests {
         assert_eq!(cats.len(), 41);
         assert!(cats.iter().all(|c| !c.name.is_empty() && c.description.split_whitespace().count() >= 10));
         assert!(cats.iter().any(|c| c.name == "Governing Law"));
+    }
+}
+
+/// Against real Postgres (`DOCPIPE_DATABASE_URL`, set by `make test`), inside a transaction
+/// that is rolled back: the SQL score of a stored learned scorer equals the one `eval` uses.
+#[cfg(test)]
+mod sql_tests {
+    use std::collections::HashMap;
+
+    use pgvector::Vector;
+    use uuid::Uuid;
+
+    use crate::eval::{Scorer, Segment};
+
+    /// Deterministic pseudo-random numbers in [-1, 1).
+    fn noise(seed: u64, n: usize) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+            })
+            .collect()
+    }
+
+    fn unit(v: Vec<f32>) -> Vec<f32> {
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.into_iter().map(|x| x / n).collect()
+    }
+
+    #[tokio::test]
+    async fn sql_clause_score_equals_the_learned_scorer() {
+        let url = std::env::var("DOCPIPE_DATABASE_URL")
+            .expect("DOCPIPE_DATABASE_URL is not set: run the tests with `make test`");
+        let pool = docpipe_common::db::connect(&url, 2, std::time::Duration::from_secs(30)).await.expect("connect");
+        docpipe_common::db::migrate(&pool).await.expect("migrate");
+        let mut tx = pool.begin().await.expect("begin");
+        let (run, doc, cat) = (Uuid::now_v7(), Uuid::now_v7(), format!("test category {}", Uuid::now_v7()));
+        sqlx::query("INSERT INTO runs (id, trigger, bucket) VALUES ($1, 'test', 'labels-test')")
+            .bind(run)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        sqlx::query(
+            "INSERT INTO documents (id, run_id, bucket, key, status) VALUES ($1, $2, 'labels-test', $3, 'done')",
+        )
+        .bind(doc)
+        .bind(run)
+        .bind(format!("{doc}.pdf"))
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+        let texts = [
+            "1. Governing Law. This Agreement is governed by the laws of New York.",
+            "Payment is due in 30 days.",
+            "",
+            "(c) no terms",
+        ];
+        let mut segments = Vec::new();
+        for (i, text) in texts.iter().enumerate() {
+            let terms = if i == 3 { Vec::new() } else { docpipe_chunker::segment::terms(text) };
+            let seg = Segment { chars: 0..text.len(), embedding: unit(noise(i as u64 + 1, 768)), terms };
+            sqlx::query(
+                "INSERT INTO segments (document_id, segment_index, char_start, char_end, token_start, token_end,
+                                       page_start, page_end, embedding, terms)
+                 VALUES ($1, $2, 0, 1, 0, 1, 1, 1, $3, $4)",
+            )
+            .bind(doc)
+            .bind(i as i32)
+            .bind(Vector::from(seg.embedding.clone()))
+            .bind(if i == 2 { None } else { Some(seg.terms.clone()) })
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+            segments.push(seg);
+        }
+        sqlx::query(
+            "INSERT INTO clause_categories (name, description, model, query_embedding, embedding, threshold, source)
+             VALUES ($1, 'test', 'test', $2, $2, 0.5, 'query')",
+        )
+        .bind(&cat)
+        .bind(Vector::from(unit(noise(99, 768))))
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+        // weights on some of the first two segments' terms, and on terms no segment has
+        let mut terms: HashMap<i32, f32> = HashMap::new();
+        for (k, t) in segments[0].terms.iter().chain(&segments[1].terms).step_by(2).enumerate() {
+            terms.insert(*t, 0.1 * (k % 7) as f32 - 0.25);
+        }
+        terms.insert(-7, 9.0);
+        let weights: Vec<f32> = noise(7, 768).into_iter().map(|w| w * 0.2).collect();
+        let scorer = Scorer { weights, position: [0.8, -0.4], terms, bias: Some(-0.3), threshold: 0.5 };
+        super::store_scorer(&mut tx, &cat, &scorer, "test").await.expect("store");
+        let sql: Vec<(i32, f64)> = sqlx::query_as(
+            "SELECT segment_index, score FROM segment_scores WHERE document_id = $1 AND category = $2 ORDER BY segment_index",
+        )
+        .bind(doc)
+        .bind(&cat)
+        .fetch_all(&mut *tx)
+        .await
+        .unwrap();
+        assert_eq!(sql.len(), texts.len());
+        let lexical: Vec<f32> = segments.iter().map(|s| scorer.lexical(&s.terms)).collect();
+        assert!(lexical[0] != 0.0 && lexical[1] != 0.0 && lexical[2] == 0.0 && lexical[3] == 0.0, "{lexical:?}");
+        for (i, score) in sql {
+            let rust = scorer.score(&segments[i as usize], i as usize) as f64;
+            assert!((score - rust).abs() < 1e-4, "segment {i}: SQL {score} vs eval {rust}");
+        }
+        tx.rollback().await.unwrap();
     }
 }

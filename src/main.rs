@@ -491,6 +491,7 @@ async fn async_main(cli: Cli) -> Result<()> {
         }
         Cmd::Eval { labels, bucket, folds, label_args, worker } => {
             let pool = connect_db(c).await?;
+            labels::backfill_terms(&pool).await?;
             ensure_labels(&pool, &label_args, None, || load_model(c, &worker)).await?;
             let gold = eval::read_labels(&labels)?;
             let (docs, unlocated) = eval::load_docs(&pool, &bucket, &gold).await?;
@@ -1087,8 +1088,9 @@ async fn search(
          FROM segments s JOIN documents d ON d.id = s.document_id
          WHERE s.embedding IS NOT NULL AND ($3::text IS NULL OR d.bucket = $3)
            AND ($4::text IS NULL OR EXISTS (
-                SELECT 1 FROM clause_categories c
-                WHERE lower(c.name) = lower($4) AND clause_score(s.embedding, s.segment_index, c) >= c.threshold))
+                SELECT 1 FROM segment_scores x JOIN clause_categories c ON c.name = x.category
+                WHERE x.document_id = s.document_id AND x.segment_index = s.segment_index
+                  AND lower(c.name) = lower($4) AND x.score >= c.threshold))
          ORDER BY s.embedding <=> $1 LIMIT $2",
     )
     .bind(pgvector::Vector::from(q))
@@ -1144,6 +1146,7 @@ async fn labels_cmd(
     bucket: Option<&str>,
 ) -> Result<()> {
     let pool = connect_db(c).await?;
+    labels::backfill_terms(&pool).await?;
     ensure_labels(&pool, a, None, || load_model(c, w)).await?;
     if let Some(path) = learn {
         let bucket = bucket.context("--learn needs --bucket (where the labelled documents are)")?;

@@ -193,12 +193,10 @@ pub async fn label_document(tx: &mut sqlx::PgConnection, document_id: uuid::Uuid
     sqlx::query("DELETE FROM document_labels WHERE document_id = $1").bind(document_id).execute(&mut *tx).await?;
     sqlx::query(
         "INSERT INTO document_labels (document_id, category, segment_index, score, present)
-         SELECT DISTINCT ON (name) document_id, name, segment_index, score, score >= threshold
-         FROM (SELECT s.document_id, c.name, c.threshold, s.segment_index,
-                      clause_score(s.embedding, s.segment_index, c) AS score
-               FROM clause_categories c CROSS JOIN segments s
-               WHERE s.document_id = $1 AND s.embedding IS NOT NULL) scored
-         ORDER BY name, score DESC, segment_index",
+         SELECT DISTINCT ON (x.category) x.document_id, x.category, x.segment_index, x.score, x.score >= c.threshold
+         FROM segment_scores x JOIN clause_categories c ON c.name = x.category
+         WHERE x.document_id = $1
+         ORDER BY x.category, x.score DESC, x.segment_index",
     )
     .bind(document_id)
     .execute(&mut *tx)

@@ -239,6 +239,31 @@ pub fn midpoint(tokens: &Range<usize>) -> usize {
     tokens.start + tokens.len().saturating_sub(1) / 2
 }
 
+/// Buckets that [`terms`] hashes into.
+pub const TERM_SPACE: u32 = 1 << 20;
+
+/// The lexical features of a segment's text: its words (runs of letters and digits,
+/// lower-cased) and pairs of adjacent words, each hashed (FNV-1a, 32 bit) into one of
+/// [`TERM_SPACE`] buckets. Sorted, without repeats. Clause scorers learn a weight per bucket.
+pub fn terms(text: &str) -> Vec<i32> {
+    fn fnv(parts: &[&str]) -> i32 {
+        let mut h: u32 = 0x811c_9dc5;
+        for (i, p) in parts.iter().enumerate() {
+            let sep: &[u8] = if i > 0 { b" " } else { b"" };
+            for &b in sep.iter().chain(p.as_bytes()) {
+                h = (h ^ b as u32).wrapping_mul(0x0100_0193);
+            }
+        }
+        (h % TERM_SPACE) as i32
+    }
+    let lower = text.to_lowercase();
+    let words: Vec<&str> = lower.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let mut out: Vec<i32> = words.iter().map(|w| fnv(&[w])).chain(words.windows(2).map(fnv)).collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,5 +356,17 @@ mod tests {
         assert_eq!(split_long(&[0..10, 10..12], 4), vec![0..3, 3..6, 6..10, 10..12]);
         assert_eq!(midpoint(&(10..12)), 10);
         assert_eq!(midpoint(&(10..13)), 11);
+    }
+
+    #[test]
+    fn terms_are_hashed_words_and_pairs() {
+        let t = terms("Governing Law. This Agreement is governed by the LAWS of New York");
+        assert_eq!(t, terms("governing  law this agreement is governed by the laws of new-york"));
+        // 12 distinct words ("law" and "laws" differ) and 11 pairs
+        assert_eq!(t.len(), 23);
+        assert!(t.windows(2).all(|w| w[0] < w[1]));
+        assert!(t.iter().all(|&h| (0..TERM_SPACE as i32).contains(&h)));
+        assert_ne!(terms("new york"), terms("york new"));
+        assert!(terms(" .,; ").is_empty());
     }
 }

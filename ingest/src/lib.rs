@@ -591,8 +591,10 @@ impl Ingestor {
         let col = |f: &dyn Fn(&prepare::Segment) -> usize| segments.iter().map(|s| f(s) as i32).collect::<Vec<i32>>();
         let pages: Vec<_> = segments.iter().map(|s| doc.pages_of(&s.chars)).collect();
         sqlx::query(
-            "INSERT INTO segments (document_id, segment_index, char_start, char_end, token_start, token_end, page_start, page_end)
-             SELECT $1, * FROM UNNEST($2::int[], $3::int[], $4::int[], $5::int[], $6::int[], $7::int[], $8::int[])",
+            "INSERT INTO segments (document_id, segment_index, char_start, char_end, token_start, token_end, page_start, page_end, terms)
+             SELECT $1, i, cs, ce, ts, te, ps, pe, terms::int[]
+             FROM UNNEST($2::int[], $3::int[], $4::int[], $5::int[], $6::int[], $7::int[], $8::int[], $9::text[])
+                  AS u(i, cs, ce, ts, te, ps, pe, terms)",
         )
         .bind(id)
         .bind((0..segments.len() as i32).collect::<Vec<i32>>())
@@ -602,6 +604,7 @@ impl Ingestor {
         .bind(col(&|s| s.tokens.end))
         .bind(pages.iter().map(|p| p.start as i32).collect::<Vec<i32>>())
         .bind(pages.iter().map(|p| p.end as i32 - 1).collect::<Vec<i32>>())
+        .bind(segment_terms(&doc.text, segments.iter().map(|s| s.chars.clone())))
         .execute(&mut *tx)
         .await
         .map_err(db(what()))?;
@@ -660,4 +663,17 @@ impl Ingestor {
         metrics::get().failure(f.stage, if f.retryable { "retryable" } else { "permanent" });
         Ok(())
     }
+}
+
+/// Every segment's lexical terms ([`docpipe_chunker::segment::terms`] of its text, by character
+/// range), as Postgres array literals.
+pub fn segment_terms(text: &str, ranges: impl Iterator<Item = std::ops::Range<usize>>) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    ranges
+        .map(|r| {
+            let t: String = chars[r.start.min(chars.len())..r.end.min(chars.len())].iter().collect();
+            let terms: Vec<String> = docpipe_chunker::segment::terms(&t).iter().map(|x| x.to_string()).collect();
+            format!("{{{}}}", terms.join(","))
+        })
+        .collect()
 }
