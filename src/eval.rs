@@ -47,8 +47,8 @@ const OMITTED: &str = "<omitted>";
 /// A segment is a training positive when a gold clause covers this share of it.
 const POSITIVE_COVER: f64 = 0.1;
 /// Lexical term weights: their learning rate and L2 pull towards 0.
-const LEXICAL_LEARNING_RATE: f32 = 2.0;
-const LEXICAL_L2: f32 = 0.01;
+const LEXICAL_LEARNING_RATE: f32 = 10.0;
+const LEXICAL_L2: f32 = 0.001;
 /// A term is a feature when it occurs in at least this many training documents.
 const MIN_DF: usize = 2;
 /// Term weights kept per category (the largest in magnitude).

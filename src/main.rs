@@ -1081,8 +1081,12 @@ async fn search(
     }
     let model = load_model(c, w)?;
     let q = model.embed_texts(Some("query"), &[query])?.remove(0);
-    // exact scan when filtering by category (an HNSW scan would stop after ef_search rows)
-    let rows: Vec<(String, i32, i32, f64, String)> = sqlx::query_as(
+    // An exact scan when filtering by bucket or category: the HNSW index returns the
+    // ef_search (40) nearest segments of all buckets, and the filter runs after it, so the
+    // segments of a small bucket next to a large one would never come back.
+    // (`order` is one of two constants: no input reaches the SQL text)
+    let order = if bucket.is_some() || category.is_some() { "score DESC" } else { "s.embedding <=> $1" };
+    let sql = format!(
         "SELECT d.key, s.segment_index, s.page_start, 1 - (s.embedding <=> $1) AS score,
                 substr(d.text, s.char_start + 1, s.char_end - s.char_start) AS text
          FROM segments s JOIN documents d ON d.id = s.document_id
@@ -1091,14 +1095,15 @@ async fn search(
                 SELECT 1 FROM segment_scores x JOIN clause_categories c ON c.name = x.category
                 WHERE x.document_id = s.document_id AND x.segment_index = s.segment_index
                   AND lower(c.name) = lower($4) AND x.score >= c.threshold))
-         ORDER BY s.embedding <=> $1 LIMIT $2",
-    )
-    .bind(pgvector::Vector::from(q))
-    .bind(top)
-    .bind(bucket)
-    .bind(category)
-    .fetch_all(&pool)
-    .await?;
+         ORDER BY {order} LIMIT $2"
+    );
+    let rows: Vec<(String, i32, i32, f64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(pgvector::Vector::from(q))
+        .bind(top)
+        .bind(bucket)
+        .bind(category)
+        .fetch_all(&pool)
+        .await?;
     if rows.is_empty() {
         println!("no matching segments");
     }
