@@ -5,6 +5,10 @@
 //! chunks), or synthetic ids when absent. `BENCH_DEVICE` picks the device (`cpu`, default, or
 //! `cuda[:N]`). Prints one JSON line; `peak_bytes` is the memory held at the end (CUDA) or the
 //! peak resident memory of the timed passes (CPU).
+//! `BENCH_ATTENTION=packed|banded|dense` overrides the model's choice of attention (packed
+//! FlashAttention on CUDA in fp16/bf16, else banded; dense is the reference form, to compare
+//! speed); `BENCH_DUMP=FILE` writes the warm-up pass's sentence
+//! embeddings, one JSON array per line, for a parity check against the reference.
 use std::time::Instant;
 
 use docpipe_worker::{device, Precision, SentenceEmbedder};
@@ -20,7 +24,10 @@ fn main() {
         (args[3].parse().unwrap(), args[4].parse().unwrap(), args[5].parse().unwrap());
     let choice = std::env::var("BENCH_DEVICE").unwrap_or_else(|_| "cpu".into());
     let device = device::resolve(choice.parse().expect("BENCH_DEVICE")).expect("device");
-    let model = SentenceEmbedder::load(std::path::Path::new(&args[1]), device, precision).expect("load");
+    let mut model = SentenceEmbedder::load(std::path::Path::new(&args[1]), device, precision).expect("load");
+    if let Ok(a) = std::env::var("BENCH_ATTENTION") {
+        model.set_attention(a.parse().expect("BENCH_ATTENTION")).expect("BENCH_ATTENTION");
+    }
     let seqs: Vec<Vec<u32>> = match args.get(6) {
         Some(path) => std::fs::read_to_string(path)
             .expect("read ids")
@@ -42,7 +49,11 @@ fn main() {
     };
     let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
     let tokens: usize = seqs.iter().map(|s| s.len()).sum();
-    model.embed(&refs).expect("warm-up");
+    let warm = model.embed(&refs).expect("warm-up");
+    if let Ok(path) = std::env::var("BENCH_DUMP") {
+        let lines: Vec<String> = warm.iter().map(|e| serde_json::to_string(e).expect("json")).collect();
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap_or_else(|e| panic!("write {path}: {e}"));
+    }
     device::reset_peak(device);
     let t0 = Instant::now();
     for _ in 0..reps {
@@ -51,8 +62,9 @@ fn main() {
     let secs = t0.elapsed().as_secs_f64();
     let peak = device::peak_since_reset(device).unwrap_or(0);
     println!(
-        "{{\"impl\":\"docpipe\",\"dtype\":\"{}\",\"device\":\"{choice}\",\"threads\":{},\"batch\":{batch},\"tokens\":{},\"seconds\":{secs:.3},\"tokens_per_s\":{:.1},\"peak_bytes\":{peak}}}",
+        "{{\"impl\":\"docpipe\",\"dtype\":\"{}\",\"device\":\"{choice}\",\"attention\":\"{}\",\"threads\":{},\"batch\":{batch},\"tokens\":{},\"seconds\":{secs:.3},\"tokens_per_s\":{:.1},\"peak_bytes\":{peak}}}",
         precision.name(),
+        format!("{:?}", model.attention()).to_lowercase(),
         tch::get_num_threads(),
         tokens * reps,
         (tokens * reps) as f64 / secs

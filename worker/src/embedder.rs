@@ -11,7 +11,7 @@ use serde::Deserialize;
 use tch::{Device, Kind, Tensor};
 use tokenizers::Tokenizer;
 
-use crate::gemma3::{Config, Gemma3Encoder, ModelError, Weights};
+use crate::gemma3::{AttentionImpl, Config, Gemma3Encoder, ModelError, Weights};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Precision {
@@ -157,9 +157,16 @@ impl SentenceEmbedder {
         Ok(Self { encoder, head, tokenizer, prompts, name, precision })
     }
 
-    /// Sliding layers compute only the band (default) or a dense masked matrix (reference).
-    pub fn set_banded_attention(&mut self, on: bool) {
-        self.encoder.banded = on;
+    /// How attention is computed: packed FlashAttention where it runs (CUDA, fp16/bf16),
+    /// else banded; dense is the reference (see [`AttentionImpl`]).
+    pub fn attention(&self) -> AttentionImpl {
+        self.encoder.attention()
+    }
+
+    /// Choose how attention is computed; `Packed` is refused, with the reason, where it
+    /// cannot run.
+    pub fn set_attention(&mut self, attention: AttentionImpl) -> Result<(), String> {
+        self.encoder.set_attention(attention)
     }
 
     /// `name/precision`, recorded with every stored embedding.

@@ -6,19 +6,28 @@
 //!
 //! layer:  x ─► input_norm ─► attention ─► post_attn_norm ─► + x
 //!           ─► pre_ffw_norm ─► GeGLU MLP ─► post_ffw_norm ─► + x
-//! attention: q,k,v proj ─► q_norm/k_norm ─► RoPE(θ by layer type)
+//! attention: qkv proj ─► q_norm/k_norm ─► RoPE(θ by layer type)
 //!            ─► softmax(q·kᵀ / √query_pre_attn_scalar + mask)·v ─► o proj
 //! mask:  full layers      — every real (non-padding) token
 //!        sliding layers   — real tokens with |i − j| < sliding_window / 2 + 1
 //!                           (a window of `sliding_window` centred on the query)
 //! ```
-//! Every size comes from `config.json`; RMSNorms use Gemma's `x · (1 + w)` in fp32.
+//! Every size comes from `config.json`; RMSNorms use Gemma's `x · (1 + w)` in fp32 (on CUDA,
+//! libtorch's fused `rms_norm` with `1 + w` in the model's precision).
+//!
+//! Attention runs in one of three forms ([`AttentionImpl`]), all computing the same thing:
+//! `Packed` (CUDA, fp16/bf16) lays the real tokens end to end and runs FlashAttention over
+//! each sequence, with the window on sliding layers — no padding, no work outside the band;
+//! `Banded` computes sliding layers block by block, only near the diagonal; `Dense` is the
+//! plain masked matrix, the reference the others are tested against.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use serde::Deserialize;
 use tch::{Device, Kind, TchError, Tensor};
+
+use crate::flash;
 
 type R<T> = Result<T, TchError>;
 
@@ -135,16 +144,25 @@ impl Weights {
 /// Gemma RMSNorm: `x / rms(x) · (1 + w)`, computed in fp32 and cast back.
 struct RmsNorm {
     scale: Tensor, // 1 + w, fp32
+    /// `1 + w` in the model's precision, for libtorch's fused kernel (CUDA): one pass over
+    /// `x` instead of six. `DOCPIPE_FUSED_RMSNORM=0` turns it off (to compare).
+    fused: Option<Tensor>,
     eps: f64,
 }
 
 impl RmsNorm {
     fn load(w: &mut Weights, name: &str, dim: usize, eps: f64) -> Result<Self, ModelError> {
         let weight = w.take_as(name, &[dim], Kind::Float)?;
-        Ok(Self { scale: weight.f_add_scalar(1.0)?, eps })
+        let scale = weight.f_add_scalar(1.0)?;
+        let fused_on = std::env::var("DOCPIPE_FUSED_RMSNORM").map_or(true, |v| v != "0");
+        let fused = (w.device.is_cuda() && fused_on).then(|| scale.f_to_kind(w.kind)).transpose()?;
+        Ok(Self { scale, fused, eps })
     }
 
     fn forward(&self, x: &Tensor) -> R<Tensor> {
+        if let Some(w) = &self.fused {
+            return x.f_rms_norm([w.size()[0]], Some(w), self.eps);
+        }
         let xf = x.f_to_kind(Kind::Float)?;
         let var = xf.f_pow_tensor_scalar(2)?.f_mean_dim(-1, true, None::<Kind>)?;
         xf.f_mul(&var.f_add_scalar(self.eps)?.f_rsqrt()?)?.f_mul(&self.scale)?.f_to_kind(x.kind())
@@ -165,28 +183,33 @@ impl Rope {
         Ok(Self { inv_freq })
     }
 
-    /// `(cos, sin)` of shape `[len, head_dim]` in `kind`.
-    fn tables(&self, len: i64, kind: Kind) -> R<(Tensor, Tensor)> {
+    /// `(cos, sin)` of shape `[len, 1, head_dim]` in `kind` (broadcast over heads), for
+    /// positions `0..len`, or for the given positions (`[tokens]` int64) when packed.
+    fn tables(&self, len: i64, positions: Option<&Tensor>, kind: Kind) -> R<(Tensor, Tensor)> {
         let pos = Tensor::f_arange(len, (Kind::Float, self.inv_freq.device()))?;
         let freqs = pos.f_outer(&self.inv_freq)?;
         let emb = Tensor::f_cat(&[&freqs, &freqs], -1)?;
+        let emb = match positions {
+            Some(p) => emb.f_index_select(0, p)?,
+            None => emb,
+        }
+        .f_unsqueeze(1)?;
         Ok((emb.f_cos()?.f_to_kind(kind)?, emb.f_sin()?.f_to_kind(kind)?))
     }
 }
 
-/// `x·cos + rotate_half(x)·sin` on `[batch, heads, len, head_dim]`.
+/// `x·cos + rotate_half(x)·sin` on `[..., len, heads, head_dim]`.
 fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> R<Tensor> {
-    let half = x.size()[3] / 2;
-    let x1 = x.f_narrow(3, 0, half)?;
-    let x2 = x.f_narrow(3, half, half)?;
+    let half = x.size()[x.dim() - 1] / 2;
+    let x1 = x.f_narrow(-1, 0, half)?;
+    let x2 = x.f_narrow(-1, half, half)?;
     let rotated = Tensor::f_cat(&[&x2.f_neg()?, &x1], -1)?;
     x.f_mul(cos)?.f_add(&rotated.f_mul(sin)?)
 }
 
 struct Attention {
-    q_proj: Tensor,
-    k_proj: Tensor,
-    v_proj: Tensor,
+    /// q, k and v projections stacked: `[(heads + 2·kv_heads)·head_dim, hidden]`, one GEMM
+    qkv_proj: Tensor,
     o_proj: Tensor,
     q_norm: RmsNorm,
     k_norm: RmsNorm,
@@ -199,10 +222,11 @@ struct Attention {
 impl Attention {
     fn load(w: &mut Weights, p: &str, c: &Config) -> Result<Self, ModelError> {
         let (h, d, q, kv) = (c.hidden_size, c.head_dim, c.num_attention_heads, c.num_key_value_heads);
+        let q_proj = w.take(&format!("{p}.q_proj.weight"), &[q * d, h])?;
+        let k_proj = w.take(&format!("{p}.k_proj.weight"), &[kv * d, h])?;
+        let v_proj = w.take(&format!("{p}.v_proj.weight"), &[kv * d, h])?;
         Ok(Self {
-            q_proj: w.take(&format!("{p}.q_proj.weight"), &[q * d, h])?,
-            k_proj: w.take(&format!("{p}.k_proj.weight"), &[kv * d, h])?,
-            v_proj: w.take(&format!("{p}.v_proj.weight"), &[kv * d, h])?,
+            qkv_proj: Tensor::f_cat(&[q_proj, k_proj, v_proj], 0)?,
             o_proj: w.take(&format!("{p}.o_proj.weight"), &[h, q * d])?,
             q_norm: RmsNorm::load(w, &format!("{p}.q_norm.weight"), d, c.rms_norm_eps)?,
             k_norm: RmsNorm::load(w, &format!("{p}.k_norm.weight"), d, c.rms_norm_eps)?,
@@ -213,28 +237,38 @@ impl Attention {
         })
     }
 
-    /// `x`: `[batch, len, hidden]`.
+    /// `x`: `[batch, len, hidden]`, or `[tokens, hidden]` with a packed mask.
     fn forward(&self, x: &Tensor, rope: &(Tensor, Tensor), mask: &Mask) -> R<Tensor> {
-        let (b, l) = (x.size()[0], x.size()[1]);
-        let project = |w: &Tensor, heads: i64, norm: Option<&RmsNorm>| -> R<Tensor> {
-            let t = x.f_linear(w, None::<Tensor>)?.f_view([b, l, heads, self.head_dim])?;
-            let t = match norm {
-                Some(n) => n.forward(&t)?,
-                None => t,
-            };
-            t.f_transpose(1, 2)
+        let size = x.size();
+        let lead = &size[..size.len() - 1];
+        let qkv = x.f_linear(&self.qkv_proj, None::<Tensor>)?;
+        // heads [first, first + n) of the stacked projection: `[..., len, n, head_dim]`
+        let heads = |first: i64, n: i64| -> R<Tensor> {
+            let shape: Vec<i64> = lead.iter().copied().chain([n, self.head_dim]).collect();
+            qkv.f_narrow(-1, first * self.head_dim, n * self.head_dim)?.f_view(shape.as_slice())
         };
-        let q = apply_rope(&project(&self.q_proj, self.heads, Some(&self.q_norm))?, &rope.0, &rope.1)?;
-        let k = apply_rope(&project(&self.k_proj, self.kv_heads, Some(&self.k_norm))?, &rope.0, &rope.1)?;
-        let v = project(&self.v_proj, self.kv_heads, None)?;
+        let (h, kv) = (self.heads, self.kv_heads);
+        let q = apply_rope(&self.q_norm.forward(&heads(0, h)?)?, &rope.0, &rope.1)?;
+        let k = apply_rope(&self.k_norm.forward(&heads(h, kv)?)?, &rope.0, &rope.1)?;
+        let v = heads(h + kv, kv)?;
         let out = match mask {
+            Mask::Packed { cu_seqlens, max_len, window } => {
+                flash::varlen(&q, &k, &v, cu_seqlens, *max_len, self.scale, *window)
+                    .map_err(|e| TchError::Torch(e.to_string()))?
+            }
             Mask::Dense(m) => {
+                let (q, k, v) = (q.f_transpose(1, 2)?, k.f_transpose(1, 2)?, v.f_transpose(1, 2)?);
                 let (k, v) = (self.share_kv(&k)?, self.share_kv(&v)?);
                 Tensor::f_scaled_dot_product_attention(&q, &k, &v, Some(m), 0.0, false, self.scale, false)?
+                    .f_transpose(1, 2)?
             }
-            Mask::Banded { block, mask } => self.banded(&q, &k, &v, *block, mask)?,
+            Mask::Banded { block, mask } => {
+                let (q, k, v) = (q.f_transpose(1, 2)?, k.f_transpose(1, 2)?, v.f_transpose(1, 2)?);
+                self.banded(&q, &k, &v, *block, mask)?.f_transpose(1, 2)?
+            }
         };
-        out.f_transpose(1, 2)?.f_reshape([b, l, self.heads * self.head_dim])?.f_linear(&self.o_proj, None::<Tensor>)
+        let shape: Vec<i64> = lead.iter().copied().chain([h * self.head_dim]).collect();
+        out.f_reshape(shape.as_slice())?.f_linear(&self.o_proj, None::<Tensor>)
     }
 
     /// Grouped-query attention: every query head of a group reads the same K/V head.
@@ -260,7 +294,7 @@ impl Attention {
         let (b, h, l, d) = (q.size()[0], self.heads, q.size()[2], self.head_dim);
         let nb = l / block;
         // [b, h, l, d] → [b·nb, h, block, d]
-        let qb = q.f_view([b, h, nb, block, d])?.f_transpose(1, 2)?.f_reshape([b * nb, h, block, d])?;
+        let qb = q.f_reshape([b, h, nb, block, d])?.f_transpose(1, 2)?.f_reshape([b * nb, h, block, d])?;
         // keys of blocks i−1, i, i+1: pad one block on each side, then a sliding view
         let neighbours = |t: &Tensor| -> R<Tensor> {
             let kv = t.size()[1];
@@ -276,24 +310,28 @@ impl Attention {
 
 /// GeGLU: `down(gelu_tanh(gate(x)) · up(x))`.
 struct Mlp {
-    gate: Tensor,
-    up: Tensor,
+    /// gate and up projections stacked: `[2·intermediate, hidden]`, one GEMM
+    gate_up: Tensor,
     down: Tensor,
+    intermediate: i64,
 }
 
 impl Mlp {
     fn load(w: &mut Weights, p: &str, c: &Config) -> Result<Self, ModelError> {
         let (h, i) = (c.hidden_size, c.intermediate_size);
+        let gate = w.take(&format!("{p}.gate_proj.weight"), &[i, h])?;
+        let up = w.take(&format!("{p}.up_proj.weight"), &[i, h])?;
         Ok(Self {
-            gate: w.take(&format!("{p}.gate_proj.weight"), &[i, h])?,
-            up: w.take(&format!("{p}.up_proj.weight"), &[i, h])?,
+            gate_up: Tensor::f_cat(&[gate, up], 0)?,
             down: w.take(&format!("{p}.down_proj.weight"), &[h, i])?,
+            intermediate: i as i64,
         })
     }
 
     fn forward(&self, x: &Tensor) -> R<Tensor> {
-        let gate = x.f_linear(&self.gate, None::<Tensor>)?.f_gelu("tanh")?;
-        gate.f_mul(&x.f_linear(&self.up, None::<Tensor>)?)?.f_linear(&self.down, None::<Tensor>)
+        let gate_up = x.f_linear(&self.gate_up, None::<Tensor>)?;
+        let gate = gate_up.f_narrow(-1, 0, self.intermediate)?.f_gelu("tanh")?;
+        gate.f_mul(&gate_up.f_narrow(-1, self.intermediate, self.intermediate)?)?.f_linear(&self.down, None::<Tensor>)
     }
 }
 
@@ -337,6 +375,28 @@ enum Mask {
     Dense(Tensor),
     /// Boolean `[batch · blocks, 1, block, 3 · block]` (see [`Attention::banded`]).
     Banded { block: i64, mask: Tensor },
+    /// Packed tokens: sequences delimited by `cu_seqlens`, keys within `window` each side.
+    Packed { cu_seqlens: Tensor, max_len: i64, window: Option<i64> },
+}
+
+/// How attention is computed; every form gives the same outputs (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttentionImpl {
+    Packed,
+    Banded,
+    Dense,
+}
+
+impl std::str::FromStr for AttentionImpl {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "packed" | "flash" => Ok(Self::Packed),
+            "banded" => Ok(Self::Banded),
+            "dense" => Ok(Self::Dense),
+            _ => Err(format!("unknown attention {s:?} (expected packed, banded or dense)")),
+        }
+    }
 }
 
 /// The encoder: token ids in, final hidden states out.
@@ -350,8 +410,9 @@ pub struct Gemma3Encoder {
     rope_local: Rope,
     device: Device,
     kind: Kind,
-    /// Compute only the band on sliding layers (default); `false` uses a dense masked matrix.
-    pub banded: bool,
+    attention: AttentionImpl,
+    /// Why `Packed` cannot run here, if it cannot.
+    packed_unavailable: Option<String>,
 }
 
 impl Gemma3Encoder {
@@ -366,6 +427,20 @@ impl Gemma3Encoder {
         let norm = RmsNorm::load(weights, "norm.weight", config.hidden_size, config.rms_norm_eps)?;
         let rope_global = Rope::new(config.rope_theta, config.head_dim, device)?;
         let rope_local = Rope::new(config.rope_local_base_freq, config.head_dim, device)?;
+        let (heads, kv_heads, head_dim) =
+            (config.num_attention_heads as i64, config.num_key_value_heads as i64, config.head_dim as i64);
+        let window = config.window_reach() as i64 - 1;
+        let packed_unavailable = if !config.use_bidirectional_attention {
+            Some("packed attention is implemented for bidirectional encoders only".to_string())
+        } else {
+            flash::available(device, kind, heads, kv_heads, head_dim, window).err()
+        };
+        let attention = if packed_unavailable.is_none() { AttentionImpl::Packed } else { AttentionImpl::Banded };
+        match (&packed_unavailable, device.is_cuda()) {
+            (None, _) => tracing::info!("attention: packed FlashAttention"),
+            (Some(why), true) => tracing::warn!(reason = %why, "attention: banded (packed FlashAttention unavailable)"),
+            (Some(_), false) => {}
+        }
         Ok(Self {
             config,
             embed_tokens,
@@ -376,8 +451,22 @@ impl Gemma3Encoder {
             rope_local,
             device,
             kind,
-            banded: true,
+            attention,
+            packed_unavailable,
         })
+    }
+
+    pub fn attention(&self) -> AttentionImpl {
+        self.attention
+    }
+
+    /// Choose how attention is computed; `Packed` only where it runs (CUDA, fp16/bf16).
+    pub fn set_attention(&mut self, attention: AttentionImpl) -> Result<(), String> {
+        if let (AttentionImpl::Packed, Some(why)) = (attention, &self.packed_unavailable) {
+            return Err(why.clone());
+        }
+        self.attention = attention;
+        Ok(())
     }
 
     pub fn device(&self) -> Device {
@@ -391,6 +480,9 @@ impl Gemma3Encoder {
     /// `ids`: int64 `[batch, len]`, right-padded; `valid`: bool `[batch, len]`, true for real
     /// tokens. Returns `[batch, len, hidden]` in the model's precision.
     pub fn forward(&self, ids: &Tensor, valid: &Tensor) -> R<Tensor> {
+        if self.attention == AttentionImpl::Packed {
+            return self.forward_packed(ids, valid);
+        }
         let len = ids.size()[1];
         // Banded attention needs whole blocks: pad with masked tokens, cut them off at the end.
         let block = self.band_block(len);
@@ -407,8 +499,8 @@ impl Gemma3Encoder {
             Some(b) => Mask::Banded { block: b, mask: self.band_mask(&valid, padded, b)? },
             None => Mask::Dense(self.sliding_mask(&valid, padded)?),
         };
-        let rope_global = self.rope_global.tables(padded, self.kind)?;
-        let rope_local = self.rope_local.tables(padded, self.kind)?;
+        let rope_global = self.rope_global.tables(padded, None, self.kind)?;
+        let rope_local = self.rope_local.tables(padded, None, self.kind)?;
         for layer in &self.layers {
             x = match layer.kind {
                 LayerType::FullAttention => layer.forward(&x, &rope_global, &full_mask)?,
@@ -418,10 +510,41 @@ impl Gemma3Encoder {
         self.norm.forward(&x)?.f_narrow(1, 0, len)
     }
 
+    /// The same computation on the real tokens only, laid end to end (`[tokens, hidden]`):
+    /// every layer's work is proportional to the tokens, not to batch × longest. The real
+    /// tokens of each row must come first (right padding). Scattered back to `[batch, len,
+    /// hidden]` at the end, zeros at padding.
+    fn forward_packed(&self, ids: &Tensor, valid: &Tensor) -> R<Tensor> {
+        let (b, len) = (ids.size()[0], ids.size()[1]);
+        let real = valid.f_reshape([-1])?.f_nonzero()?.f_squeeze_dim(1)?; // [tokens] into b·len
+        let positions = real.f_remainder(len)?;
+        let lens = valid.f_sum_dim_intlist(1, false, Kind::Int64)?;
+        let zero = Tensor::f_zeros([1], (Kind::Int64, self.device))?;
+        let cu_seqlens = Tensor::f_cat(&[zero, lens.f_cumsum(0, Kind::Int64)?], 0)?.f_to_kind(Kind::Int)?;
+        let ids = ids.f_reshape([-1])?.f_index_select(0, &real)?;
+        let mut x = Tensor::f_embedding(&self.embed_tokens, &ids, -1, false, false)?.f_mul(&self.embed_scale)?;
+        let window = self.config.window_reach() as i64 - 1;
+        let full = Mask::Packed { cu_seqlens: cu_seqlens.shallow_clone(), max_len: len, window: None };
+        let sliding = Mask::Packed { cu_seqlens, max_len: len, window: Some(window) };
+        let rope_global = self.rope_global.tables(len, Some(&positions), self.kind)?;
+        let rope_local = self.rope_local.tables(len, Some(&positions), self.kind)?;
+        for layer in &self.layers {
+            x = match layer.kind {
+                LayerType::FullAttention => layer.forward(&x, &rope_global, &full)?,
+                LayerType::SlidingAttention => layer.forward(&x, &rope_local, &sliding)?,
+            };
+        }
+        let x = self.norm.forward(&x)?;
+        let hidden = self.config.hidden_size as i64;
+        Tensor::f_zeros([b * len, hidden], (x.kind(), self.device))?
+            .f_index_copy(0, &real, &x)?
+            .f_view([b, len, hidden])
+    }
+
     /// Block size for banded sliding attention, when it saves work at this length: blocks of
     /// `reach − 1` queries see `3 × block` keys, worth it once the sequence spans 4 blocks.
     fn band_block(&self, len: i64) -> Option<i64> {
-        if !self.banded || !self.config.use_bidirectional_attention {
+        if self.attention != AttentionImpl::Banded || !self.config.use_bidirectional_attention {
             return None;
         }
         let block = (self.config.window_reach() as i64 - 1).max(1);

@@ -14,10 +14,12 @@
 //! that fails for other reasons is requeued (and dead-lettered after the delivery limit).
 //!
 //! [`gemma3`] is the model, [`embedder`] the sentence-transformers pipeline around it,
-//! [`device`] picks CPU or CUDA and the precision.
+//! [`flash`] the packed FlashAttention it uses on CUDA, [`device`] picks CPU or CUDA and the
+//! precision.
 
 pub mod device;
 pub mod embedder;
+pub mod flash;
 pub mod gemma3;
 
 use std::ops::Range;
@@ -37,6 +39,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{debug, error, info, warn};
 
 pub use embedder::{EmbedError, Precision, SentenceEmbedder};
+pub use gemma3::AttentionImpl;
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use docpipe_worker::{Precision, SentenceEmbedder};
+use docpipe_worker::{AttentionImpl, Precision, SentenceEmbedder};
 use serde::Deserialize;
 use tch::Device;
 
@@ -84,13 +84,14 @@ fn bf16_matches_sentence_transformers() {
 fn banded_attention_equals_dense_masked_attention() {
     let g = golden();
     let mut model = SentenceEmbedder::load(&model_dir(), Device::Cpu, Precision::F32).expect("load model");
+    assert_eq!(model.attention(), AttentionImpl::Banded, "the CPU default");
     let long = g.cases.iter().find(|c| c.input_ids.len() > 1024).expect("a long case");
     // a batch: the long case, a shorter prefix of it, and a short case (padding inside blocks)
     let prefix: Vec<u32> = long.input_ids[..1100].to_vec();
     let short = &g.cases[0].input_ids;
     let batch: Vec<&[u32]> = vec![&long.input_ids, &prefix, short];
     let banded = model.embed(&batch).expect("banded");
-    model.set_banded_attention(false);
+    model.set_attention(AttentionImpl::Dense).expect("dense attention");
     let dense = model.embed(&batch).expect("dense");
     for (i, (a, b)) in banded.iter().zip(&dense).enumerate() {
         let cos = cosine(a, b);

@@ -1,0 +1,188 @@
+//! Packed (variable-length) FlashAttention on CUDA, with an optional sliding window.
+//!
+//! A batch's real tokens are laid end to end (`[tokens, heads, head_dim]`, no padding) and
+//! `cu_seqlens` (int32, `[batch + 1]`) marks where each sequence starts. FlashAttention-2 then
+//! attends within each sequence, and with `window = Some(w)` only to keys with |i − j| ≤ w:
+//! the sliding layers' band is computed and nothing outside it, and no padding at all.
+//!
+//! tch does not expose ATen's `_flash_attention_forward`, so a small C++ shim
+//! (`csrc/flash_varlen.cpp`, compiled by `build.rs` against libtorch's headers) calls it. The
+//! op exists only in libtorch's CUDA library and only for fp16/bf16 with FlashAttention-2's
+//! head sizes; [`available`] tells whether it runs here and agrees with the dense reference.
+
+use tch::{Device, Kind, Tensor};
+
+#[derive(Debug, thiserror::Error)]
+pub enum FlashError {
+    #[error("packed attention is not built into this binary (LIBTORCH unset at build time)")]
+    NotBuilt,
+    #[error("flash attention: {0}")]
+    Torch(String),
+}
+
+#[cfg(flash_shim)]
+mod ffi {
+    use std::ffi::{c_char, c_int, c_void};
+    extern "C" {
+        pub fn docpipe_flash_varlen(
+            q: *const c_void,
+            k: *const c_void,
+            v: *const c_void,
+            cu_seqlens: *const c_void,
+            max_len: i64,
+            scale: f64,
+            window: i64,
+            out: *mut *mut c_void,
+            err: *mut c_char,
+            err_len: usize,
+        ) -> c_int;
+    }
+}
+
+/// Attention of packed `q` `[tokens, heads, d]` over `k`, `v` `[tokens, kv_heads, d]` (heads a
+/// multiple of kv_heads), sequences delimited by `cu_seqlens`, none longer than `max_len`.
+/// Returns `[tokens, heads, d]`.
+#[cfg(flash_shim)]
+pub fn varlen(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    cu_seqlens: &Tensor,
+    max_len: i64,
+    scale: f64,
+    window: Option<i64>,
+) -> Result<Tensor, FlashError> {
+    let (q, k, v) = (q.contiguous(), k.contiguous(), v.contiguous());
+    let mut out: *mut std::ffi::c_void = std::ptr::null_mut();
+    let mut err = [0 as std::ffi::c_char; 512];
+    // SAFETY: every pointer is a live `at::Tensor*` owned by a tch Tensor that outlives the
+    // call; on success the shim stores a new heap `at::Tensor*`, which `from_ptr` takes over
+    // (tch frees it with `delete` on drop, as for its own handles).
+    let rc = unsafe {
+        ffi::docpipe_flash_varlen(
+            q.as_ptr().cast(),
+            k.as_ptr().cast(),
+            v.as_ptr().cast(),
+            cu_seqlens.as_ptr().cast(),
+            max_len,
+            scale,
+            window.unwrap_or(-1),
+            &mut out,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    if rc != 0 || out.is_null() {
+        // SAFETY: the shim wrote a NUL-terminated message into `err` (zeroed beforehand).
+        let msg = unsafe { std::ffi::CStr::from_ptr(err.as_ptr()) }.to_string_lossy();
+        let first = msg.lines().next().unwrap_or("unknown error").to_string();
+        return Err(FlashError::Torch(first));
+    }
+    // SAFETY: see above.
+    Ok(unsafe { Tensor::from_ptr(out.cast()) })
+}
+
+#[cfg(not(flash_shim))]
+pub fn varlen(
+    _q: &Tensor,
+    _k: &Tensor,
+    _v: &Tensor,
+    _cu_seqlens: &Tensor,
+    _max_len: i64,
+    _scale: f64,
+    _window: Option<i64>,
+) -> Result<Tensor, FlashError> {
+    Err(FlashError::NotBuilt)
+}
+
+/// Whether packed attention runs on `device` in `kind` for this head layout, and matches
+/// the dense masked computation (two sequences of different lengths, with and without a
+/// window of `window` tokens each side); the reason when not.
+pub fn available(
+    device: Device,
+    kind: Kind,
+    heads: i64,
+    kv_heads: i64,
+    head_dim: i64,
+    window: i64,
+) -> Result<(), String> {
+    if !device.is_cuda() {
+        return Err("not a CUDA device".into());
+    }
+    if !matches!(kind, Kind::BFloat16 | Kind::Half) {
+        return Err(format!("FlashAttention needs fp16 or bf16, not {kind:?}"));
+    }
+    let _guard = tch::no_grad_guard();
+    let check = || -> Result<f64, tch::TchError> {
+        let lens = [window * 3 + 7, window + 3];
+        let total: i64 = lens.iter().sum();
+        let opts = (Kind::Float, device);
+        let q = Tensor::f_randn([total, heads, head_dim], opts)?;
+        let k = Tensor::f_randn([total, kv_heads, head_dim], opts)?;
+        let v = Tensor::f_randn([total, kv_heads, head_dim], opts)?;
+        let cu = Tensor::f_from_slice(&[0i32, lens[0] as i32, total as i32])?.f_to_device(device)?;
+        let scale = (head_dim as f64).powf(-0.5);
+        let mut worst = 0f64;
+        for w in [Some(window), None] {
+            let got = varlen(&q.f_to_kind(kind)?, &k.f_to_kind(kind)?, &v.f_to_kind(kind)?, &cu, lens[0], scale, w)
+                .map_err(|e| tch::TchError::Torch(e.to_string()))?
+                .f_to_kind(Kind::Float)?;
+            let mut start = 0;
+            for &len in &lens {
+                // one sequence as `[1, heads, len, d]`, K/V heads repeated for their query heads
+                let part = |x: &Tensor| -> Result<Tensor, tch::TchError> {
+                    let y = x.f_narrow(0, start, len)?.f_transpose(0, 1)?;
+                    let rep = heads / y.size()[0];
+                    y.f_repeat_interleave_self_int(rep, Some(0), None)?.f_unsqueeze(0)
+                };
+                let pos = Tensor::f_arange(len, (Kind::Int64, device))?;
+                let dist = pos.f_unsqueeze(1)?.f_sub(&pos.f_unsqueeze(0)?)?.f_abs()?;
+                let mask = dist.f_le(w.unwrap_or(len))?;
+                let want = Tensor::f_scaled_dot_product_attention(
+                    &part(&q)?,
+                    &part(&k)?,
+                    &part(&v)?,
+                    Some(&mask),
+                    0.0,
+                    false,
+                    scale,
+                    false,
+                )?
+                .f_squeeze_dim(0)?
+                .f_transpose(0, 1)?;
+                let diff = got.f_narrow(0, start, len)?.f_sub(&want)?.f_abs()?.f_max()?;
+                worst = worst.max(f64::try_from(diff)?);
+                start += len;
+            }
+        }
+        Ok(worst)
+    };
+    let worst = check().map_err(|e| e.to_string())?;
+    // bf16 rounding of q, k, v and the output: differences of a few 1e-2 at most on unit data
+    if worst.is_finite() && worst < 0.05 {
+        Ok(())
+    } else {
+        Err(format!("packed attention differs from the dense reference by {worst}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On the CPU the op does not exist: the shim must turn libtorch's exception into an
+    /// error (not an abort), and the model must fall back.
+    #[test]
+    fn cpu_call_is_a_clean_error() {
+        let t = |shape: [i64; 3]| Tensor::zeros(shape, (Kind::BFloat16, Device::Cpu));
+        let cu = Tensor::from_slice(&[0i32, 4]);
+        let err = varlen(&t([4, 3, 256]), &t([4, 1, 256]), &t([4, 1, 256]), &cu, 4, 0.0625, Some(2)).unwrap_err();
+        if cfg!(flash_shim) {
+            assert!(matches!(err, FlashError::Torch(ref m) if !m.is_empty()), "{err}");
+        } else {
+            assert!(matches!(err, FlashError::NotBuilt), "{err}");
+        }
+        let why = available(Device::Cpu, Kind::BFloat16, 3, 1, 256, 256).unwrap_err();
+        assert!(why.contains("CUDA"), "{why}");
+    }
+}
