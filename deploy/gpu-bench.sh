@@ -11,10 +11,22 @@
 # from `docpipe chunks`), else synthetic ids. Results: OUT_DIR/results.jsonl and a table; the
 # last line is `speedup_vs_reference_bf16 X.XX` at the largest budget both ran.
 #
+# Before the budgets, a parity check on PARITY_N chunks on the same GPU: docpipe in $DTYPE with
+# each form of attention (the default: packed FlashAttention; banded; dense) and without the
+# fused RMSNorm, and docpipe fp32, each against sentence-transformers fp32 (cosine of the
+# sentence embeddings; bounds 0.999 for bf16/fp16, 0.9999 for fp32, as the CPU parity tests;
+# in bf16 it also passes when no worse than sentence-transformers' own bf16), with the speed
+# of each form.
+#
+# RANDOM_WEIGHTS=1: MODEL_DIR needs only the small files (configs, tokenizer); a checkpoint of
+# the same layout with random weights is written first (scripts/random-checkpoint.py), for a
+# machine the real weights cannot reach. The work per token is the same; the parity check then
+# compares both implementations on those weights.
+#
 #   PYTHON (python3)  DEVICE (cuda)  DTYPE (bf16)  REPS (3)  SEQ (2048)
 #   BUDGETS ("16384 32768 65536 131072 262144")  PEAK_TFLOPS (nominal dense bf16 peak of the
 #   GPU for MFU; default: H200/H100 SXM 989)  TIME_LIMIT_S (540: stops starting new runs)
-#   GEMM_N (8192: size of the square GEMM that measures the achievable rate)
+#   GEMM_N (8192: size of the square GEMM that measures the achievable rate)  PARITY_N (8)
 set -euo pipefail
 BENCH=${1:?usage: deploy/gpu-bench.sh FORWARD_BENCH MODEL_DIR [OUT_DIR]}
 MODEL=${2:?usage: deploy/gpu-bench.sh FORWARD_BENCH MODEL_DIR [OUT_DIR]}
@@ -33,6 +45,15 @@ torch_version=$("$PYTHON" -c 'import torch; print(torch.__version__)')
 case "$torch_version" in 2.11.*) ;; *) say "warning: torch $torch_version here; the binary was built against 2.11" ;; esac
 export LD_LIBRARY_PATH="$torch_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 say "torch $torch_version at $torch_dir; device $DEVICE, $DTYPE"
+
+if [ "${RANDOM_WEIGHTS:-0}" = 1 ]; then
+  say "random weights in the layout of $MODEL"
+  "$PYTHON" "$here/scripts/random-checkpoint.py" "$MODEL" "$OUT/random-model"
+  MODEL=$OUT/random-model
+elif [ ! -f "$MODEL/model.safetensors" ]; then
+  say "error: no $MODEL/model.safetensors (set RANDOM_WEIGHTS=1 to measure speed on random weights)"
+  exit 2
+fi
 
 # inputs: as many full-length chunks as the largest budget holds
 max_budget=$(printf '%s\n' $BUDGETS | sort -n | tail -1)
@@ -65,6 +86,64 @@ t = time.perf_counter(); n = 20
 for _ in range(n): a @ b
 torch.cuda.synchronize() if dev.startswith("cuda") else None
 print(json.dumps({"impl": "gemm", "dtype": sys.argv[2], "tflops": round(2 * N**3 * n / (time.perf_counter() - t) / 1e12, 3)}))
+PY
+
+# parity on the same GPU, and the attention forms against each other
+pn=${PARITY_N:-8}
+head -n "$pn" "$ids" > "$OUT/ids-parity.jsonl"
+parity_run() { # NAME DTYPE ATTENTION (auto: the model's own choice) [VAR=VALUE ...]
+  local name=$1 dtype=$2 attention=$3; shift 3
+  [ "$attention" = auto ] || set -- BENCH_ATTENTION="$attention" "$@"
+  if env BENCH_DEVICE="$DEVICE" BENCH_DUMP="$OUT/emb-$name.jsonl" DOCPIPE_LOG=warn "$@" \
+      "$BENCH" "$MODEL" "$dtype" "$pn" "$SEQ" "$REPS" "$OUT/ids-parity.jsonl" > "$OUT/parity-$name.json" 2> "$OUT/parity-$name.err"; then
+    tail -n 1 "$OUT/parity-$name.json" | sed "s/}\$/,\"parity_run\":\"$name\"}/" | tee -a "$OUT/results.jsonl"
+  else
+    say "docpipe $name failed: $(tail -c 300 "$OUT/parity-$name.err")"
+  fi
+}
+parity_reference() { # DTYPE
+  "$PYTHON" "$here/scripts/reference-bench.py" --model "$MODEL" --texts "$OUT/ids-parity.jsonl" --threads 1 \
+      --dtype "$1" --batch-size "$pn" --reps 1 --device "$DEVICE" --dump "$OUT/emb-reference-$1.jsonl" \
+      > /dev/null 2> "$OUT/parity-reference-$1.err" || say "reference $1 failed: $(tail -c 300 "$OUT/parity-reference-$1.err")"
+}
+say "parity: $pn chunks"
+parity_run "docpipe-$DTYPE" "$DTYPE" auto
+parity_run "docpipe-$DTYPE-banded" "$DTYPE" banded
+parity_run "docpipe-$DTYPE-dense" "$DTYPE" dense
+parity_run "docpipe-$DTYPE-unfused-norm" "$DTYPE" auto DOCPIPE_FUSED_RMSNORM=0
+parity_run docpipe-fp32 fp32 auto
+parity_reference fp32
+parity_reference "$DTYPE"
+"$PYTHON" - "$OUT" "$DTYPE" <<'PY' | tee -a "$OUT/results.jsonl"
+import glob, json, math, os, sys
+out, dtype = sys.argv[1], sys.argv[2]
+def load(name):
+    p = os.path.join(out, f"emb-{name}.jsonl")
+    return [json.loads(l) for l in open(p)] if os.path.exists(p) else None
+def worst(a, b):
+    cos = lambda x, y: sum(p * q for p, q in zip(x, y)) / math.sqrt(sum(p * p for p in x) * sum(q * q for q in y))
+    return min(cos(x, y) for x, y in zip(a, b)) if a and b and len(a) == len(b) else None
+ref, ref_low = load("reference-fp32"), load(f"reference-{dtype}")
+# what the reduced precision costs the reference itself, on these weights
+own = worst(ref_low, ref)
+if own is not None:
+    print(json.dumps({"impl": "parity", "run": f"reference-{dtype}", "against": "sentence-transformers fp32",
+                      "min_cosine": round(own, 7)}))
+for path in sorted(glob.glob(os.path.join(out, "emb-docpipe-*.jsonl"))):
+    name = os.path.basename(path)[4:-6]
+    got = load(name)
+    fp32 = name.startswith("docpipe-fp32")
+    bound = 0.9999 if fp32 else 0.999
+    w = worst(got, ref)
+    if w is None:
+        print(json.dumps({"impl": "parity", "run": name, "failed": True}))
+        continue
+    row = {"impl": "parity", "run": name, "against": "sentence-transformers fp32", "min_cosine": round(w, 7), "bound": bound}
+    # in reduced precision: the bound, or no worse than the reference in the same precision
+    row["ok"] = w >= bound or (not fp32 and own is not None and w >= own)
+    if not fp32 and ref_low:
+        row[f"min_cosine_vs_reference_{dtype}"] = round(worst(got, ref_low), 7)
+    print(json.dumps(row))
 PY
 
 over_time() { [ $((SECONDS - started)) -ge "$TIME_LIMIT_S" ]; }
@@ -103,10 +182,23 @@ keys = [L if t == "full_attention" else min(L, 2 * reach - 1) for t in c["layer_
 flops = sum(linear + 4 * q * d * k for k in keys)                         # useful work: the band only
 gemm = next((r["tflops"] for r in rows if r["impl"] == "gemm"), None)
 print(f"\nmodel work: {flops / 1e6:.0f} MFLOP per token at {L} tokens; GEMM now {gemm} TFLOP/s; MFU against {peak:g} TFLOP/s")
+for r in rows:
+    if r["impl"] == "parity":
+        if r.get("failed"):
+            print(f"parity {r['run']:<28} failed")
+            continue
+        line = f"parity {r['run']:<28} min cosine {r['min_cosine']:.7f} against {r['against']}"
+        if "ok" in r:
+            line += f" (bound {r['bound']}): {'ok' if r['ok'] else 'FAILS'}"
+        extra = [f"{v:.7f} against the reference in {k.rsplit('_', 1)[1]}" for k, v in r.items() if k.startswith("min_cosine_vs")]
+        print(line + "".join(f"; {e}" for e in extra))
+for r in rows:
+    if r["impl"] == "docpipe" and "parity_run" in r:
+        print(f"{r['parity_run']:<28} {r['attention']:<7} {r['batch']:>3} chunks {r['tokens_per_s']:>10.0f} tokens/s")
 print(f"{'impl':<22} {'budget':>7} {'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'% GEMM':>7} {'peak GiB':>9}")
 best = {}
 for r in rows:
-    if r["impl"] == "gemm":
+    if r["impl"] in ("gemm", "parity") or "parity_run" in r:
         continue
     if r.get("failed"):
         print(f"{r['impl']:<22} {r['budget']:>7} {'failed':>10}")

@@ -34,6 +34,8 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--prompt-name", default=None, help="only for {text} lines")
     ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    ap.add_argument("--dump", default=None,
+                    help="write the warm-up pass's sentence embeddings here, one JSON array per line")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -57,21 +59,24 @@ def main() -> int:
         tokens = sum(len(r["input_ids"]) for r in rows)
 
         def one_pass():
-            for b in batches:
-                model(dict(b))["sentence_embedding"].float().cpu()  # waits for the device
+            return [model(dict(b))["sentence_embedding"].float().cpu() for b in batches]  # waits for the device
     elif all("text" in r for r in rows):
         texts = [r["text"] for r in rows]
         prompt = model.prompts[args.prompt_name] if args.prompt_name else ""
         tokens = int(model.preprocess([prompt + t for t in texts])["attention_mask"].sum())
 
         def one_pass():
-            model.encode(texts, prompt_name=args.prompt_name, batch_size=bs, convert_to_tensor=True).cpu()
+            return [model.encode(texts, prompt_name=args.prompt_name, batch_size=bs, convert_to_tensor=True).float().cpu()]
     else:
         sys.exit("each line needs either input_ids or text (not a mix)")
 
     cuda = args.device.startswith("cuda")
     with torch.inference_mode():
-        one_pass()  # warm-up
+        warm = one_pass()
+        if args.dump:
+            with open(args.dump, "w") as f:
+                for row in torch.cat(warm).tolist():
+                    f.write(json.dumps(row) + "\n")
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
