@@ -5,7 +5,7 @@
 //! chunks), or synthetic ids when absent. `BENCH_DEVICE` picks the device (`cpu`, default, or
 //! `cuda[:N]`). Prints one JSON line; `peak_bytes` is the memory held at the end (CUDA) or the
 //! peak resident memory of the timed passes (CPU).
-//! `BENCH_ATTENTION=packed|banded|dense` overrides the model's choice of attention (packed
+//! `BENCH_ATTENTION=packed|packed-reference|banded|dense` overrides the model's choice of attention (packed
 //! FlashAttention on CUDA in fp16/bf16, else banded; dense is the reference form, to compare
 //! speed); `BENCH_DUMP=FILE` writes the warm-up pass's sentence
 //! embeddings, one JSON array per line, for a parity check against the reference.

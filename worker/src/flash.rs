@@ -95,8 +95,52 @@ pub fn varlen(
     Err(FlashError::NotBuilt)
 }
 
+/// The same computation as [`varlen`] with libtorch's `scaled_dot_product_attention`, one
+/// sequence at a time, on any device and in any precision: what the kernel is checked
+/// against, and how packed tokens are tested where the kernel does not run (the CPU).
+pub fn varlen_reference(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    cu_seqlens: &Tensor,
+    scale: f64,
+    window: Option<i64>,
+) -> Result<Tensor, tch::TchError> {
+    let bounds = Vec::<i64>::try_from(cu_seqlens.f_to_device(Device::Cpu)?.f_to_kind(Kind::Int64)?)?;
+    let heads = q.size()[1];
+    let mut out = Vec::with_capacity(bounds.len().saturating_sub(1));
+    for pair in bounds.windows(2) {
+        let (start, len) = (pair[0], pair[1] - pair[0]);
+        // one sequence as `[1, heads, len, d]`, K/V heads repeated for their query heads
+        let part = |x: &Tensor| -> Result<Tensor, tch::TchError> {
+            let y = x.f_narrow(0, start, len)?.f_transpose(0, 1)?;
+            let rep = heads / y.size()[0];
+            y.f_repeat_interleave_self_int(rep, Some(0), None)?.f_unsqueeze(0)
+        };
+        let mask = match window {
+            Some(w) => {
+                let pos = Tensor::f_arange(len, (Kind::Int64, q.device()))?;
+                Some(pos.f_unsqueeze(1)?.f_sub(&pos.f_unsqueeze(0)?)?.f_abs()?.f_le(w)?)
+            }
+            None => None,
+        };
+        let o = Tensor::f_scaled_dot_product_attention(
+            &part(q)?,
+            &part(k)?,
+            &part(v)?,
+            mask.as_ref(),
+            0.0,
+            false,
+            scale,
+            false,
+        )?;
+        out.push(o.f_squeeze_dim(0)?.f_transpose(0, 1)?);
+    }
+    Tensor::f_cat(&out, 0)
+}
+
 /// Whether packed attention runs on `device` in `kind` for this head layout, and matches
-/// the dense masked computation (two sequences of different lengths, with and without a
+/// [`varlen_reference`] in fp32 (two sequences of different lengths, with and without a
 /// window of `window` tokens each side); the reason when not.
 pub fn available(
     device: Device,
@@ -127,33 +171,8 @@ pub fn available(
             let got = varlen(&q.f_to_kind(kind)?, &k.f_to_kind(kind)?, &v.f_to_kind(kind)?, &cu, lens[0], scale, w)
                 .map_err(|e| tch::TchError::Torch(e.to_string()))?
                 .f_to_kind(Kind::Float)?;
-            let mut start = 0;
-            for &len in &lens {
-                // one sequence as `[1, heads, len, d]`, K/V heads repeated for their query heads
-                let part = |x: &Tensor| -> Result<Tensor, tch::TchError> {
-                    let y = x.f_narrow(0, start, len)?.f_transpose(0, 1)?;
-                    let rep = heads / y.size()[0];
-                    y.f_repeat_interleave_self_int(rep, Some(0), None)?.f_unsqueeze(0)
-                };
-                let pos = Tensor::f_arange(len, (Kind::Int64, device))?;
-                let dist = pos.f_unsqueeze(1)?.f_sub(&pos.f_unsqueeze(0)?)?.f_abs()?;
-                let mask = dist.f_le(w.unwrap_or(len))?;
-                let want = Tensor::f_scaled_dot_product_attention(
-                    &part(&q)?,
-                    &part(&k)?,
-                    &part(&v)?,
-                    Some(&mask),
-                    0.0,
-                    false,
-                    scale,
-                    false,
-                )?
-                .f_squeeze_dim(0)?
-                .f_transpose(0, 1)?;
-                let diff = got.f_narrow(0, start, len)?.f_sub(&want)?.f_abs()?.f_max()?;
-                worst = worst.max(f64::try_from(diff)?);
-                start += len;
-            }
+            let want = varlen_reference(&q, &k, &v, &cu, scale, w)?;
+            worst = worst.max(f64::try_from(got.f_sub(&want)?.f_abs()?.f_max()?)?);
         }
         Ok(worst)
     };

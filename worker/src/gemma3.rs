@@ -18,8 +18,10 @@
 //! Attention runs in one of three forms ([`AttentionImpl`]), all computing the same thing:
 //! `Packed` (CUDA, fp16/bf16) lays the real tokens end to end and runs FlashAttention over
 //! each sequence, with the window on sliding layers — no padding, no work outside the band;
-//! `Banded` computes sliding layers block by block, only near the diagonal; `Dense` is the
-//! plain masked matrix, the reference the others are tested against.
+//! `PackedReference` is the same layout with libtorch's attention one sequence at a time (any
+//! device: how the packing is tested on the CPU); `Banded` computes sliding layers block by
+//! block, only near the diagonal; `Dense` is the plain masked matrix, the reference the
+//! others are tested against.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -252,9 +254,12 @@ impl Attention {
         let k = apply_rope(&self.k_norm.forward(&heads(h, kv)?)?, &rope.0, &rope.1)?;
         let v = heads(h + kv, kv)?;
         let out = match mask {
-            Mask::Packed { cu_seqlens, max_len, window } => {
+            Mask::Packed { cu_seqlens, max_len, window, kernel: true } => {
                 flash::varlen(&q, &k, &v, cu_seqlens, *max_len, self.scale, *window)
                     .map_err(|e| TchError::Torch(e.to_string()))?
+            }
+            Mask::Packed { cu_seqlens, window, kernel: false, .. } => {
+                flash::varlen_reference(&q, &k, &v, cu_seqlens, self.scale, *window)?
             }
             Mask::Dense(m) => {
                 let (q, k, v) = (q.f_transpose(1, 2)?, k.f_transpose(1, 2)?, v.f_transpose(1, 2)?);
@@ -375,14 +380,16 @@ enum Mask {
     Dense(Tensor),
     /// Boolean `[batch · blocks, 1, block, 3 · block]` (see [`Attention::banded`]).
     Banded { block: i64, mask: Tensor },
-    /// Packed tokens: sequences delimited by `cu_seqlens`, keys within `window` each side.
-    Packed { cu_seqlens: Tensor, max_len: i64, window: Option<i64> },
+    /// Packed tokens: sequences delimited by `cu_seqlens`, keys within `window` each side;
+    /// through the FlashAttention kernel, or else [`flash::varlen_reference`].
+    Packed { cu_seqlens: Tensor, max_len: i64, window: Option<i64>, kernel: bool },
 }
 
 /// How attention is computed; every form gives the same outputs (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttentionImpl {
     Packed,
+    PackedReference,
     Banded,
     Dense,
 }
@@ -392,9 +399,10 @@ impl std::str::FromStr for AttentionImpl {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "packed" | "flash" => Ok(Self::Packed),
+            "packed-reference" => Ok(Self::PackedReference),
             "banded" => Ok(Self::Banded),
             "dense" => Ok(Self::Dense),
-            _ => Err(format!("unknown attention {s:?} (expected packed, banded or dense)")),
+            _ => Err(format!("unknown attention {s:?} (expected packed, packed-reference, banded or dense)")),
         }
     }
 }
@@ -460,10 +468,14 @@ impl Gemma3Encoder {
         self.attention
     }
 
-    /// Choose how attention is computed; `Packed` only where it runs (CUDA, fp16/bf16).
+    /// Choose how attention is computed; `Packed` only where it runs (CUDA, fp16/bf16), the
+    /// packed layout only for bidirectional encoders.
     pub fn set_attention(&mut self, attention: AttentionImpl) -> Result<(), String> {
         if let (AttentionImpl::Packed, Some(why)) = (attention, &self.packed_unavailable) {
             return Err(why.clone());
+        }
+        if attention == AttentionImpl::PackedReference && !self.config.use_bidirectional_attention {
+            return Err("packed attention is implemented for bidirectional encoders only".into());
         }
         self.attention = attention;
         Ok(())
@@ -480,8 +492,10 @@ impl Gemma3Encoder {
     /// `ids`: int64 `[batch, len]`, right-padded; `valid`: bool `[batch, len]`, true for real
     /// tokens. Returns `[batch, len, hidden]` in the model's precision.
     pub fn forward(&self, ids: &Tensor, valid: &Tensor) -> R<Tensor> {
-        if self.attention == AttentionImpl::Packed {
-            return self.forward_packed(ids, valid);
+        match self.attention {
+            AttentionImpl::Packed => return self.forward_packed(ids, valid, true),
+            AttentionImpl::PackedReference => return self.forward_packed(ids, valid, false),
+            AttentionImpl::Banded | AttentionImpl::Dense => {}
         }
         let len = ids.size()[1];
         // Banded attention needs whole blocks: pad with masked tokens, cut them off at the end.
@@ -514,7 +528,7 @@ impl Gemma3Encoder {
     /// every layer's work is proportional to the tokens, not to batch × longest. The real
     /// tokens of each row must come first (right padding). Scattered back to `[batch, len,
     /// hidden]` at the end, zeros at padding.
-    fn forward_packed(&self, ids: &Tensor, valid: &Tensor) -> R<Tensor> {
+    fn forward_packed(&self, ids: &Tensor, valid: &Tensor, kernel: bool) -> R<Tensor> {
         let (b, len) = (ids.size()[0], ids.size()[1]);
         let real = valid.f_reshape([-1])?.f_nonzero()?.f_squeeze_dim(1)?; // [tokens] into b·len
         let positions = real.f_remainder(len)?;
@@ -524,8 +538,8 @@ impl Gemma3Encoder {
         let ids = ids.f_reshape([-1])?.f_index_select(0, &real)?;
         let mut x = Tensor::f_embedding(&self.embed_tokens, &ids, -1, false, false)?.f_mul(&self.embed_scale)?;
         let window = self.config.window_reach() as i64 - 1;
-        let full = Mask::Packed { cu_seqlens: cu_seqlens.shallow_clone(), max_len: len, window: None };
-        let sliding = Mask::Packed { cu_seqlens, max_len: len, window: Some(window) };
+        let full = Mask::Packed { cu_seqlens: cu_seqlens.shallow_clone(), max_len: len, window: None, kernel };
+        let sliding = Mask::Packed { cu_seqlens, max_len: len, window: Some(window), kernel };
         let rope_global = self.rope_global.tables(len, Some(&positions), self.kind)?;
         let rope_local = self.rope_local.tables(len, Some(&positions), self.kind)?;
         for layer in &self.layers {

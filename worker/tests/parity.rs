@@ -78,6 +78,33 @@ fn bf16_matches_sentence_transformers() {
     check(Precision::Bf16, 0.999);
 }
 
+/// Packed tokens (the layout the CUDA path runs FlashAttention on, here with libtorch's
+/// attention per sequence) give the same outputs as the padded dense version: the packing,
+/// the positions, the sequence bounds and the scatter back, in a batch of unequal lengths.
+#[test]
+fn packed_tokens_equal_dense_masked_attention() {
+    let g = golden();
+    let mut model = SentenceEmbedder::load(&model_dir(), Device::Cpu, Precision::F32).expect("load model");
+    let long = g.cases.iter().find(|c| c.input_ids.len() > 1024).expect("a long case");
+    let prefix: Vec<u32> = long.input_ids[..700].to_vec();
+    let short = &g.cases[0].input_ids;
+    let batch: Vec<&[u32]> = vec![short, &long.input_ids, &prefix];
+    let spans: Vec<&[std::ops::Range<usize>]> = vec![&[0..2], &[10..600, 900..1000], &[]];
+    assert!(model.set_attention(AttentionImpl::Packed).is_err(), "no FlashAttention kernel on the CPU");
+    model.set_attention(AttentionImpl::PackedReference).expect("packed layout");
+    let packed = model.embed_with_spans(&batch, &spans).expect("packed");
+    model.set_attention(AttentionImpl::Dense).expect("dense attention");
+    let dense = model.embed_with_spans(&batch, &spans).expect("dense");
+    for (i, ((a, a_spans), (b, b_spans))) in packed.iter().zip(&dense).enumerate() {
+        for (x, y) in std::iter::once((a, b)).chain(a_spans.iter().zip(b_spans)) {
+            let cos = cosine(x, y);
+            let max_diff = x.iter().zip(y).map(|(p, q)| (p - q).abs()).fold(0f32, f32::max);
+            eprintln!("sequence {i}: packed vs dense cosine {cos:.9}, max |diff| {max_diff:.2e}");
+            assert!(cos > 0.999_999 && max_diff < 1e-4, "sequence {i}: packed tokens differ from dense");
+        }
+    }
+}
+
 /// The banded sliding-window attention gives the same outputs as the dense masked version,
 /// alone and in a padded batch with sequences of different lengths.
 #[test]
