@@ -385,6 +385,9 @@ enum Mask {
     Packed { cu_seqlens: Tensor, max_len: i64, window: Option<i64>, kernel: bool },
 }
 
+/// The packed layout's windows are symmetric (|i − j| ≤ w); a causal model would need more.
+const PACKED_NEEDS_BIDIRECTIONAL: &str = "packed attention is implemented for bidirectional encoders only";
+
 /// How attention is computed; every form gives the same outputs (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttentionImpl {
@@ -439,7 +442,7 @@ impl Gemma3Encoder {
             (config.num_attention_heads as i64, config.num_key_value_heads as i64, config.head_dim as i64);
         let window = config.window_reach() as i64 - 1;
         let packed_unavailable = if !config.use_bidirectional_attention {
-            Some("packed attention is implemented for bidirectional encoders only".to_string())
+            Some(PACKED_NEEDS_BIDIRECTIONAL.to_string())
         } else {
             flash::available(device, kind, heads, kv_heads, head_dim, window).err()
         };
@@ -475,7 +478,7 @@ impl Gemma3Encoder {
             return Err(why.clone());
         }
         if attention == AttentionImpl::PackedReference && !self.config.use_bidirectional_attention {
-            return Err("packed attention is implemented for bidirectional encoders only".into());
+            return Err(PACKED_NEEDS_BIDIRECTIONAL.into());
         }
         self.attention = attention;
         Ok(())
