@@ -5,9 +5,9 @@
 //! chunks), or synthetic ids when absent. `BENCH_DEVICE` picks the device (`cpu`, default, or
 //! `cuda[:N]`). Prints one JSON line; `peak_bytes` is the memory held at the end (CUDA) or the
 //! peak resident memory of the timed passes (CPU).
-//! `BENCH_ATTENTION=packed|packed-reference|banded|dense` overrides the model's choice of attention (packed
-//! FlashAttention on CUDA in fp16/bf16, else banded; dense is the reference form, to compare
-//! speed); `BENCH_DUMP=FILE` writes the warm-up pass's sentence
+//! `BENCH_ATTENTION=packed|packed-gemm|packed-reference|banded|dense` overrides the model's
+//! choice of attention (packed FlashAttention on CUDA in fp16/bf16, packed-gemm on the CPU in
+//! bf16, else banded; dense is the reference form, to compare speed); `BENCH_DUMP=FILE` writes the warm-up pass's sentence
 //! embeddings, one JSON array per line, for a parity check against the reference.
 use std::time::Instant;
 
@@ -64,7 +64,7 @@ fn main() {
     println!(
         "{{\"impl\":\"docpipe\",\"dtype\":\"{}\",\"device\":\"{choice}\",\"attention\":\"{}\",\"threads\":{},\"batch\":{batch},\"tokens\":{},\"seconds\":{secs:.3},\"tokens_per_s\":{:.1},\"peak_bytes\":{peak}}}",
         precision.name(),
-        format!("{:?}", model.attention()).to_lowercase(),
+        model.attention().to_string(),
         tch::get_num_threads(),
         tokens * reps,
         (tokens * reps) as f64 / secs

@@ -15,13 +15,15 @@
 //! Every size comes from `config.json`; RMSNorms use Gemma's `x · (1 + w)` in fp32 (on CUDA,
 //! libtorch's fused `rms_norm` with `1 + w` in the model's precision).
 //!
-//! Attention runs in one of three forms ([`AttentionImpl`]), all computing the same thing:
+//! Attention runs in one of these forms ([`AttentionImpl`]), all computing the same thing:
 //! `Packed` (CUDA, fp16/bf16) lays the real tokens end to end and runs FlashAttention over
 //! each sequence, with the window on sliding layers — no padding, no work outside the band;
-//! `PackedReference` is the same layout with libtorch's attention one sequence at a time (any
-//! device: how the packing is tested on the CPU); `Banded` computes sliding layers block by
-//! block, only near the diagonal; `Dense` is the plain masked matrix, the reference the
-//! others are tested against.
+//! `PackedGemm` (the CPU in bf16) is the same layout with attention from plain GEMMs, block
+//! by block over the band, scores centred before their bf16 rounding ([`gemm_attention`]);
+//! `PackedReference` is the same layout with libtorch's attention one sequence at a time (how
+//! the packing is tested on the CPU); `Banded` computes sliding layers block by block, only
+//! near the diagonal (the CPU in fp32, CUDA without FlashAttention); `Dense` is the plain
+//! masked matrix, the reference the others are tested against.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -29,7 +31,7 @@ use std::path::Path;
 use serde::Deserialize;
 use tch::{Device, Kind, TchError, Tensor};
 
-use crate::flash;
+use crate::{flash, gemm_attention};
 
 type R<T> = Result<T, TchError>;
 
@@ -254,13 +256,12 @@ impl Attention {
         let k = apply_rope(&self.k_norm.forward(&heads(h, kv)?)?, &rope.0, &rope.1)?;
         let v = heads(h + kv, kv)?;
         let out = match mask {
-            Mask::Packed { cu_seqlens, max_len, window, kernel: true } => {
-                flash::varlen(&q, &k, &v, cu_seqlens, *max_len, self.scale, *window)
-                    .map_err(|e| TchError::Torch(e.to_string()))?
-            }
-            Mask::Packed { cu_seqlens, window, kernel: false, .. } => {
-                flash::varlen_reference(&q, &k, &v, cu_seqlens, self.scale, *window)?
-            }
+            Mask::Packed { cu_seqlens, max_len, window, kernel } => match kernel {
+                PackedKernel::Flash => flash::varlen(&q, &k, &v, cu_seqlens, *max_len, self.scale, *window)
+                    .map_err(|e| TchError::Torch(e.to_string()))?,
+                PackedKernel::Gemm => gemm_attention::varlen(&q, &k, &v, cu_seqlens, self.scale, *window)?,
+                PackedKernel::Reference => flash::varlen_reference(&q, &k, &v, cu_seqlens, self.scale, *window)?,
+            },
             Mask::Dense(m) => {
                 let (q, k, v) = (q.f_transpose(1, 2)?, k.f_transpose(1, 2)?, v.f_transpose(1, 2)?);
                 let (k, v) = (self.share_kv(&k)?, self.share_kv(&v)?);
@@ -380,9 +381,19 @@ enum Mask {
     Dense(Tensor),
     /// Boolean `[batch · blocks, 1, block, 3 · block]` (see [`Attention::banded`]).
     Banded { block: i64, mask: Tensor },
-    /// Packed tokens: sequences delimited by `cu_seqlens`, keys within `window` each side;
-    /// through the FlashAttention kernel, or else [`flash::varlen_reference`].
-    Packed { cu_seqlens: Tensor, max_len: i64, window: Option<i64>, kernel: bool },
+    /// Packed tokens: sequences delimited by `cu_seqlens`, keys within `window` each side.
+    Packed { cu_seqlens: Tensor, max_len: i64, window: Option<i64>, kernel: PackedKernel },
+}
+
+/// What computes attention over packed tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PackedKernel {
+    /// [`flash::varlen`]: FlashAttention-2 (CUDA, fp16/bf16)
+    Flash,
+    /// [`gemm_attention::varlen`]: GEMMs block by block (the CPU's fast path)
+    Gemm,
+    /// [`flash::varlen_reference`]: libtorch's attention, one sequence at a time
+    Reference,
 }
 
 /// The packed layout's windows are symmetric (|i − j| ≤ w); a causal model would need more.
@@ -392,9 +403,22 @@ const PACKED_NEEDS_BIDIRECTIONAL: &str = "packed attention is implemented for bi
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttentionImpl {
     Packed,
+    PackedGemm,
     PackedReference,
     Banded,
     Dense,
+}
+
+impl std::fmt::Display for AttentionImpl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Packed => "packed",
+            Self::PackedGemm => "packed-gemm",
+            Self::PackedReference => "packed-reference",
+            Self::Banded => "banded",
+            Self::Dense => "dense",
+        })
+    }
 }
 
 impl std::str::FromStr for AttentionImpl {
@@ -402,10 +426,13 @@ impl std::str::FromStr for AttentionImpl {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "packed" | "flash" => Ok(Self::Packed),
+            "packed-gemm" | "gemm" => Ok(Self::PackedGemm),
             "packed-reference" => Ok(Self::PackedReference),
             "banded" => Ok(Self::Banded),
             "dense" => Ok(Self::Dense),
-            _ => Err(format!("unknown attention {s:?} (expected packed, packed-reference, banded or dense)")),
+            _ => Err(format!(
+                "unknown attention {s:?} (expected packed, packed-gemm, packed-reference, banded or dense)"
+            )),
         }
     }
 }
@@ -446,11 +473,18 @@ impl Gemma3Encoder {
         } else {
             flash::available(device, kind, heads, kv_heads, head_dim, window).err()
         };
-        let attention = if packed_unavailable.is_none() { AttentionImpl::Packed } else { AttentionImpl::Banded };
+        // CPU: GEMM attention in reduced precision, where bf16 GEMMs outrun libtorch's attention
+        // kernel; in fp32 both run on the same fp32 GEMMs and banded was as fast (see README).
+        let gemm_pays = !device.is_cuda() && kind != Kind::Float && config.use_bidirectional_attention;
+        let attention = match &packed_unavailable {
+            None => AttentionImpl::Packed,
+            Some(_) if gemm_pays => AttentionImpl::PackedGemm,
+            Some(_) => AttentionImpl::Banded,
+        };
         match (&packed_unavailable, device.is_cuda()) {
             (None, _) => tracing::info!("attention: packed FlashAttention"),
             (Some(why), true) => tracing::warn!(reason = %why, "attention: banded (packed FlashAttention unavailable)"),
-            (Some(_), false) => {}
+            (Some(_), false) => tracing::debug!(attention = %attention, "attention on the CPU"),
         }
         Ok(Self {
             config,
@@ -477,7 +511,8 @@ impl Gemma3Encoder {
         if let (AttentionImpl::Packed, Some(why)) = (attention, &self.packed_unavailable) {
             return Err(why.clone());
         }
-        if attention == AttentionImpl::PackedReference && !self.config.use_bidirectional_attention {
+        let packed_layout = matches!(attention, AttentionImpl::PackedGemm | AttentionImpl::PackedReference);
+        if packed_layout && !self.config.use_bidirectional_attention {
             return Err(PACKED_NEEDS_BIDIRECTIONAL.into());
         }
         self.attention = attention;
@@ -496,8 +531,9 @@ impl Gemma3Encoder {
     /// tokens. Returns `[batch, len, hidden]` in the model's precision.
     pub fn forward(&self, ids: &Tensor, valid: &Tensor) -> R<Tensor> {
         match self.attention {
-            AttentionImpl::Packed => return self.forward_packed(ids, valid, true),
-            AttentionImpl::PackedReference => return self.forward_packed(ids, valid, false),
+            AttentionImpl::Packed => return self.forward_packed(ids, valid, PackedKernel::Flash),
+            AttentionImpl::PackedGemm => return self.forward_packed(ids, valid, PackedKernel::Gemm),
+            AttentionImpl::PackedReference => return self.forward_packed(ids, valid, PackedKernel::Reference),
             AttentionImpl::Banded | AttentionImpl::Dense => {}
         }
         let len = ids.size()[1];
@@ -531,7 +567,7 @@ impl Gemma3Encoder {
     /// every layer's work is proportional to the tokens, not to batch × longest. The real
     /// tokens of each row must come first (right padding). Scattered back to `[batch, len,
     /// hidden]` at the end, zeros at padding.
-    fn forward_packed(&self, ids: &Tensor, valid: &Tensor, kernel: bool) -> R<Tensor> {
+    fn forward_packed(&self, ids: &Tensor, valid: &Tensor, kernel: PackedKernel) -> R<Tensor> {
         let (b, len) = (ids.size()[0], ids.size()[1]);
         let real = valid.f_reshape([-1])?.f_nonzero()?.f_squeeze_dim(1)?; // [tokens] into b·len
         let positions = real.f_remainder(len)?;

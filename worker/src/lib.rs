@@ -20,6 +20,7 @@
 pub mod device;
 pub mod embedder;
 pub mod flash;
+pub mod gemm_attention;
 pub mod gemma3;
 
 use std::ops::Range;

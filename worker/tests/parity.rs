@@ -38,11 +38,13 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
     dot / (na * nb)
 }
 
-/// Each case alone and all cases as one padded batch must match the reference.
-fn check(precision: Precision, bound: f64) {
+/// Each case alone and all cases as one padded batch must match the reference, through the
+/// attention the model picks by default on the CPU in this precision.
+fn check(precision: Precision, bound: f64, attention: AttentionImpl) {
     let g = golden();
     assert_eq!(g.model_safetensors_sha256.len(), 64);
     let model = SentenceEmbedder::load(&model_dir(), Device::Cpu, precision).expect("load model");
+    assert_eq!(model.attention(), attention, "the CPU default in {precision:?}");
     assert!(g.cases.iter().any(|c| c.input_ids.len() > 1024), "golden set needs a case longer than the 512 window");
     let mut ids = Vec::new();
     for case in &g.cases {
@@ -65,22 +67,23 @@ fn check(precision: Precision, bound: f64) {
         assert!(cos >= bound, "{} in a padded batch: {precision:?} cosine {cos} < {bound}", case.name);
         worst = worst.min(cos);
     }
-    eprintln!("{precision:?}: worst cosine {worst:.7} (bound {bound})");
+    eprintln!("{precision:?} ({attention}): worst cosine {worst:.7} (bound {bound})");
 }
 
 #[test]
 fn fp32_matches_sentence_transformers() {
-    check(Precision::F32, 0.9999);
+    check(Precision::F32, 0.9999, AttentionImpl::Banded);
 }
 
 #[test]
 fn bf16_matches_sentence_transformers() {
-    check(Precision::Bf16, 0.999);
+    check(Precision::Bf16, 0.999, AttentionImpl::PackedGemm);
 }
 
-/// Packed tokens (the layout the CUDA path runs FlashAttention on, here with libtorch's
-/// attention per sequence) give the same outputs as the padded dense version: the packing,
-/// the positions, the sequence bounds and the scatter back, in a batch of unequal lengths.
+/// Packed tokens (the layout the CUDA path runs FlashAttention on), with libtorch's attention
+/// per sequence and with the CPU's GEMM attention, give the same outputs as the padded dense
+/// version: the packing, the positions, the sequence bounds, the band and the scatter back,
+/// in a batch of unequal lengths.
 #[test]
 fn packed_tokens_equal_dense_masked_attention() {
     let g = golden();
@@ -91,16 +94,18 @@ fn packed_tokens_equal_dense_masked_attention() {
     let batch: Vec<&[u32]> = vec![short, &long.input_ids, &prefix];
     let spans: Vec<&[std::ops::Range<usize>]> = vec![&[0..2], &[10..600, 900..1000], &[]];
     assert!(model.set_attention(AttentionImpl::Packed).is_err(), "no FlashAttention kernel on the CPU");
-    model.set_attention(AttentionImpl::PackedReference).expect("packed layout");
-    let packed = model.embed_with_spans(&batch, &spans).expect("packed");
     model.set_attention(AttentionImpl::Dense).expect("dense attention");
     let dense = model.embed_with_spans(&batch, &spans).expect("dense");
-    for (i, ((a, a_spans), (b, b_spans))) in packed.iter().zip(&dense).enumerate() {
-        for (x, y) in std::iter::once((a, b)).chain(a_spans.iter().zip(b_spans)) {
-            let cos = cosine(x, y);
-            let max_diff = x.iter().zip(y).map(|(p, q)| (p - q).abs()).fold(0f32, f32::max);
-            eprintln!("sequence {i}: packed vs dense cosine {cos:.9}, max |diff| {max_diff:.2e}");
-            assert!(cos > 0.999_999 && max_diff < 1e-4, "sequence {i}: packed tokens differ from dense");
+    for attention in [AttentionImpl::PackedReference, AttentionImpl::PackedGemm] {
+        model.set_attention(attention).expect("packed layout");
+        let packed = model.embed_with_spans(&batch, &spans).expect("packed");
+        for (i, ((a, a_spans), (b, b_spans))) in packed.iter().zip(&dense).enumerate() {
+            for (x, y) in std::iter::once((a, b)).chain(a_spans.iter().zip(b_spans)) {
+                let cos = cosine(x, y);
+                let max_diff = x.iter().zip(y).map(|(p, q)| (p - q).abs()).fold(0f32, f32::max);
+                eprintln!("sequence {i}: {attention} vs dense cosine {cos:.9}, max |diff| {max_diff:.2e}");
+                assert!(cos > 0.999_999 && max_diff < 1e-4, "sequence {i}: {attention} differs from dense");
+            }
         }
     }
 }
@@ -111,7 +116,7 @@ fn packed_tokens_equal_dense_masked_attention() {
 fn banded_attention_equals_dense_masked_attention() {
     let g = golden();
     let mut model = SentenceEmbedder::load(&model_dir(), Device::Cpu, Precision::F32).expect("load model");
-    assert_eq!(model.attention(), AttentionImpl::Banded, "the CPU default");
+    assert_eq!(model.attention(), AttentionImpl::Banded, "the CPU default in fp32");
     let long = g.cases.iter().find(|c| c.input_ids.len() > 1024).expect("a long case");
     // a batch: the long case, a shorter prefix of it, and a short case (padding inside blocks)
     let prefix: Vec<u32> = long.input_ids[..1100].to_vec();
