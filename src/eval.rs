@@ -31,6 +31,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use pgvector::Vector;
+use rayon::prelude::*;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -434,7 +435,7 @@ fn best_threshold(points: impl Iterator<Item = (f32, bool)>) -> f32 {
     best_t
 }
 
-/// Learn every category's scorer from `docs`.
+/// Learn every category's scorer from `docs` (categories in parallel, on rayon's threads).
 pub fn learn(docs: &[&Doc], cats: &[StoredCategory]) -> Vec<Scorer> {
     let vocab = Vocabulary::new(docs);
     let rows: Vec<Row> = docs
@@ -442,7 +443,7 @@ pub fn learn(docs: &[&Doc], cats: &[StoredCategory]) -> Vec<Scorer> {
         .flat_map(|d| d.segments.iter().enumerate())
         .map(|(i, seg)| Row { embedding: &seg.embedding, position: position(i), lexical: vocab.features(&seg.terms) })
         .collect();
-    cats.iter().map(|c| learn_one(docs, &rows, &vocab, c)).collect()
+    cats.par_iter().map(|c| learn_one(docs, &rows, &vocab, c)).collect()
 }
 
 #[derive(Default, Clone, Copy)]
