@@ -13,7 +13,8 @@
 //!                           (a window of `sliding_window` centred on the query)
 //! ```
 //! Every size comes from `config.json`; RMSNorms use Gemma's `x · (1 + w)` in fp32 (on CUDA,
-//! libtorch's fused `rms_norm` with `1 + w` in the model's precision).
+//! libtorch's fused `rms_norm` with `1 + w` in the model's precision; on the CPU, our one-pass
+//! kernel, fused with the residual add before the next norm: [`cpu_norm`]).
 //!
 //! Attention runs in one of these forms ([`AttentionImpl`]), all computing the same thing:
 //! `Packed` (CUDA, fp16/bf16) lays the real tokens end to end and runs FlashAttention over
@@ -31,7 +32,7 @@ use std::path::Path;
 use serde::Deserialize;
 use tch::{Device, Kind, TchError, Tensor};
 
-use crate::{flash, gemm_attention};
+use crate::{cpu_norm, flash, gemm_attention};
 
 type R<T> = Result<T, TchError>;
 
@@ -151,6 +152,8 @@ struct RmsNorm {
     /// `1 + w` in the model's precision, for libtorch's fused kernel (CUDA): one pass over
     /// `x` instead of six. `DOCPIPE_FUSED_RMSNORM=0` turns it off (to compare).
     fused: Option<Tensor>,
+    /// On the CPU, our one-pass kernel ([`cpu_norm`]); the same switch turns it off.
+    cpu_kernel: bool,
     eps: f64,
 }
 
@@ -160,16 +163,50 @@ impl RmsNorm {
         let scale = weight.f_add_scalar(1.0)?;
         let fused_on = std::env::var("DOCPIPE_FUSED_RMSNORM").map_or(true, |v| v != "0");
         let fused = (w.device.is_cuda() && fused_on).then(|| scale.f_to_kind(w.kind)).transpose()?;
-        Ok(Self { scale, fused, eps })
+        let cpu_kernel = w.device == Device::Cpu && fused_on && cpu_norm::available();
+        Ok(Self { scale, fused, cpu_kernel, eps })
     }
 
     fn forward(&self, x: &Tensor) -> R<Tensor> {
         if let Some(w) = &self.fused {
             return x.f_rms_norm([w.size()[0]], Some(w), self.eps);
         }
+        if self.cpu_kernel {
+            return cpu_norm::rms_norm(x, &self.scale, self.eps);
+        }
         let xf = x.f_to_kind(Kind::Float)?;
         let var = xf.f_pow_tensor_scalar(2)?.f_mean_dim(-1, true, None::<Kind>)?;
         xf.f_mul(&var.f_add_scalar(self.eps)?.f_rsqrt()?)?.f_mul(&self.scale)?.f_to_kind(x.kind())
+    }
+
+    /// q/k norm then RoPE on `[..., heads, head_dim]` (one pass on the CPU).
+    fn forward_rope(&self, x: &Tensor, rope: &(Tensor, Tensor)) -> R<Tensor> {
+        if self.cpu_kernel {
+            let size = x.size();
+            let (n, d) = (size[size.len() - 2], size[size.len() - 1]);
+            let (cos, sin) = (rope.0.f_reshape([-1, d])?, rope.1.f_reshape([-1, d])?);
+            return cpu_norm::rms_norm_rope(&x.f_reshape([-1, n, d])?, &self.scale, self.eps, &cos, &sin)?
+                .f_view(size.as_slice());
+        }
+        apply_rope(&self.forward(x)?, &rope.0, &rope.1)
+    }
+
+    /// The residual step `x + norm(h)` (in one pass on the CPU).
+    fn add_to(&self, x: &Tensor, h: &Tensor) -> R<Tensor> {
+        if self.cpu_kernel {
+            return cpu_norm::add_rms_norm(x, h, &self.scale, self.eps);
+        }
+        x.f_add(&self.forward(h)?)
+    }
+
+    /// The residual step and `next`'s norm of the sum: `(sum, next(sum))`, one pass on the CPU.
+    fn add_to_then(&self, x: &Tensor, h: &Tensor, next: &RmsNorm) -> R<(Tensor, Tensor)> {
+        if self.cpu_kernel {
+            return cpu_norm::add_rms_norm_then(x, h, &self.scale, &next.scale, self.eps);
+        }
+        let sum = self.add_to(x, h)?;
+        let normed = next.forward(&sum)?;
+        Ok((sum, normed))
     }
 }
 
@@ -252,8 +289,8 @@ impl Attention {
             qkv.f_narrow(-1, first * self.head_dim, n * self.head_dim)?.f_view(shape.as_slice())
         };
         let (h, kv) = (self.heads, self.kv_heads);
-        let q = apply_rope(&self.q_norm.forward(&heads(0, h)?)?, &rope.0, &rope.1)?;
-        let k = apply_rope(&self.k_norm.forward(&heads(h, kv)?)?, &rope.0, &rope.1)?;
+        let q = self.q_norm.forward_rope(&heads(0, h)?, rope)?;
+        let k = self.k_norm.forward_rope(&heads(h, kv)?, rope)?;
         let v = heads(h + kv, kv)?;
         let out = match mask {
             Mask::Packed { cu_seqlens, max_len, window, kernel } => match kernel {
@@ -368,10 +405,9 @@ impl Layer {
     }
 
     fn forward(&self, x: &Tensor, rope: &(Tensor, Tensor), mask: &Mask) -> R<Tensor> {
-        let h = self.post_attn_norm.forward(&self.attn.forward(&self.input_norm.forward(x)?, rope, mask)?)?;
-        let x = x.f_add(&h)?;
-        let h = self.post_ffw_norm.forward(&self.mlp.forward(&self.pre_ffw_norm.forward(&x)?)?)?;
-        x.f_add(&h)
+        let attn = self.attn.forward(&self.input_norm.forward(x)?, rope, mask)?;
+        let (x, mlp_in) = self.post_attn_norm.add_to_then(x, &attn, &self.pre_ffw_norm)?;
+        self.post_ffw_norm.add_to(&x, &self.mlp.forward(&mlp_in)?)
     }
 }
 
