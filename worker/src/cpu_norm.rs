@@ -50,16 +50,17 @@ mod ffi {
     }
 }
 
-/// Run a shim call that writes an error message on failure (non-zero return).
+/// A shim call's error as libtorch's.
 #[cfg(cpu_kernels)]
-fn checked(call: impl FnOnce(*mut std::ffi::c_char, usize) -> std::ffi::c_int) -> Result<(), TchError> {
-    let mut err = [0 as std::ffi::c_char; 512];
-    if call(err.as_mut_ptr(), err.len()) == 0 {
-        return Ok(());
-    }
-    // SAFETY: the shim wrote a NUL-terminated message into `err` (zeroed beforehand).
-    let msg = unsafe { std::ffi::CStr::from_ptr(err.as_ptr()) }.to_string_lossy();
-    Err(TchError::Torch(msg.lines().next().unwrap_or("unknown error").to_string()))
+fn checked(f: impl FnOnce(*mut std::ffi::c_char, usize) -> std::ffi::c_int) -> Result<(), TchError> {
+    crate::shim::call(f).map_err(TchError::Torch)
+}
+
+/// Take over a tensor handle the shim returned.
+#[cfg(cpu_kernels)]
+fn take(ptr: *mut std::ffi::c_void) -> Result<Tensor, TchError> {
+    // SAFETY: only called with handles a successful shim call just stored (or null).
+    unsafe { crate::shim::take(ptr) }.map_err(TchError::Torch)
 }
 
 /// `x / rms(x) · scale` over the last dimension; `x` fp32 or bf16 on the CPU, `scale` fp32
@@ -69,12 +70,11 @@ pub fn rms_norm(x: &Tensor, scale: &Tensor, eps: f64) -> Result<Tensor, TchError
     let x = x.f_contiguous()?;
     let mut y: *mut std::ffi::c_void = std::ptr::null_mut();
     // SAFETY: the inputs are live `at::Tensor*` handles owned by tch Tensors that outlive the
-    // call; on success the shim stores a new heap `at::Tensor*`, which `from_ptr` takes over.
+    // call; on success the shim stores a new heap `at::Tensor*` in `y`.
     checked(|err, len| unsafe {
         ffi::docpipe_cpu_rms_norm(x.as_ptr().cast(), scale.as_ptr().cast(), eps, &mut y, err, len)
     })?;
-    // SAFETY: see above.
-    Ok(unsafe { Tensor::from_ptr(y.cast()) })
+    take(y)
 }
 
 /// The q/k norm and the rotary embedding after it: `rope(x / rms(x) · scale)` for `x`
@@ -97,8 +97,7 @@ pub fn rms_norm_rope(x: &Tensor, scale: &Tensor, eps: f64, cos: &Tensor, sin: &T
             len,
         )
     })?;
-    // SAFETY: see above.
-    Ok(unsafe { Tensor::from_ptr(out.cast()) })
+    take(out)
 }
 
 #[cfg(not(cpu_kernels))]
@@ -155,9 +154,7 @@ fn add_norm(
             len,
         )
     })?;
-    // SAFETY: see above.
-    let xo = unsafe { Tensor::from_ptr(xo.cast()) };
-    Ok((xo, (!y.is_null()).then(|| unsafe { Tensor::from_ptr(y.cast()) })))
+    Ok((take(xo)?, (!y.is_null()).then(|| take(y)).transpose()?))
 }
 
 #[cfg(not(cpu_kernels))]

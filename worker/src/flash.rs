@@ -54,11 +54,9 @@ pub fn varlen(
 ) -> Result<Tensor, FlashError> {
     let (q, k, v) = (q.contiguous(), k.contiguous(), v.contiguous());
     let mut out: *mut std::ffi::c_void = std::ptr::null_mut();
-    let mut err = [0 as std::ffi::c_char; 512];
     // SAFETY: every pointer is a live `at::Tensor*` owned by a tch Tensor that outlives the
-    // call; on success the shim stores a new heap `at::Tensor*`, which `from_ptr` takes over
-    // (tch frees it with `delete` on drop, as for its own handles).
-    let rc = unsafe {
+    // call; on success the shim stores a new heap `at::Tensor*` in `out`.
+    crate::shim::call(|err, len| unsafe {
         ffi::docpipe_flash_varlen(
             q.as_ptr().cast(),
             k.as_ptr().cast(),
@@ -68,18 +66,13 @@ pub fn varlen(
             scale,
             window.unwrap_or(-1),
             &mut out,
-            err.as_mut_ptr(),
-            err.len(),
+            err,
+            len,
         )
-    };
-    if rc != 0 || out.is_null() {
-        // SAFETY: the shim wrote a NUL-terminated message into `err` (zeroed beforehand).
-        let msg = unsafe { std::ffi::CStr::from_ptr(err.as_ptr()) }.to_string_lossy();
-        let first = msg.lines().next().unwrap_or("unknown error").to_string();
-        return Err(FlashError::Torch(first));
-    }
-    // SAFETY: see above.
-    Ok(unsafe { Tensor::from_ptr(out.cast()) })
+    })
+    .map_err(FlashError::Torch)?;
+    // SAFETY: `out` is the handle the shim just made, owned by nothing else.
+    unsafe { crate::shim::take(out) }.map_err(FlashError::Torch)
 }
 
 #[cfg(not(flash_shim))]

@@ -23,6 +23,8 @@ pub mod embedder;
 pub mod flash;
 pub mod gemm_attention;
 pub mod gemma3;
+#[cfg(cpu_kernels)]
+mod shim;
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
