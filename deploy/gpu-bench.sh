@@ -12,7 +12,8 @@
 # last line is `speedup_vs_reference_bf16 X.XX` at the largest budget both ran.
 #
 # Before the budgets, a parity check on PARITY_N chunks on the same GPU: docpipe in $DTYPE with
-# each form of attention (the default: packed FlashAttention; banded; dense) and without the
+# each form of attention (the default: packed FlashAttention; packed-gemm, the CPU's GEMM
+# attention, untried on a GPU so far; banded; dense) and without the
 # fused RMSNorm, and docpipe fp32, each against sentence-transformers fp32 (cosine of the
 # sentence embeddings; bounds 0.999 for bf16/fp16, 0.9999 for fp32, as the CPU parity tests;
 # in bf16 it also passes when no worse than sentence-transformers' own bf16), with the speed
@@ -108,6 +109,7 @@ parity_reference() { # DTYPE
 }
 say "parity: $pn chunks"
 parity_run "docpipe-$DTYPE" "$DTYPE" auto
+parity_run "docpipe-$DTYPE-packed-gemm" "$DTYPE" packed-gemm
 parity_run "docpipe-$DTYPE-banded" "$DTYPE" banded
 parity_run "docpipe-$DTYPE-dense" "$DTYPE" dense
 parity_run "docpipe-$DTYPE-unfused-norm" "$DTYPE" auto DOCPIPE_FUSED_RMSNORM=0
@@ -194,7 +196,7 @@ for r in rows:
         print(line + "".join(f"; {e}" for e in extra))
 for r in rows:
     if r["impl"] == "docpipe" and "parity_run" in r:
-        print(f"{r['parity_run']:<28} {r['attention']:<7} {r['batch']:>3} chunks {r['tokens_per_s']:>10.0f} tokens/s")
+        print(f"{r['parity_run']:<28} {r['attention']:<16} {r['batch']:>3} chunks {r['tokens_per_s']:>10.0f} tokens/s")
 print(f"{'impl':<22} {'budget':>7} {'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'% GEMM':>7} {'peak GiB':>9}")
 best = {}
 for r in rows:
