@@ -85,6 +85,9 @@ pub fn varlen(q: &Tensor, k: &Tensor, v: &Tensor, cu_seqlens: &Tensor, scale: f6
         }
         sequences.push(Tensor::f_cat(&groups, 1)?);
     }
+    if sequences.is_empty() {
+        return q.f_zeros_like(); // no tokens at all
+    }
     Tensor::f_cat(&sequences, 0)
 }
 
@@ -173,10 +176,14 @@ mod tests {
     }
 
     fn inputs(total: i64, spread: f64) -> (Tensor, Tensor, Tensor) {
+        inputs_with(total, 3, 1, spread)
+    }
+
+    fn inputs_with(total: i64, heads: i64, kv_heads: i64, spread: f64) -> (Tensor, Tensor, Tensor) {
         tch::manual_seed(7);
-        let q = Tensor::randn([total, 3, 64], (Kind::Float, Device::Cpu)) * spread;
-        let k = Tensor::randn([total, 1, 64], (Kind::Float, Device::Cpu));
-        let v = Tensor::randn([total, 1, 64], (Kind::Float, Device::Cpu));
+        let q = Tensor::randn([total, heads, 64], (Kind::Float, Device::Cpu)) * spread;
+        let k = Tensor::randn([total, kv_heads, 64], (Kind::Float, Device::Cpu));
+        let v = Tensor::randn([total, kv_heads, 64], (Kind::Float, Device::Cpu));
         (q, k, v)
     }
 
@@ -184,19 +191,23 @@ mod tests {
         f64::try_from((a.to_kind(Kind::Float) - b).abs().max()).unwrap()
     }
 
-    /// Sequences shorter than a block, spanning several, with and without a window: fp32
-    /// agrees with the dense reference to rounding.
+    /// Sequences shorter than a block, spanning several, and empty, with and without a
+    /// window, with one and with two K/V heads: fp32 agrees with the dense reference to
+    /// rounding.
     #[test]
     fn equals_dense_attention_per_sequence() {
-        let lens = [300i64, 5, WINDOW_BLOCK * 3 + 17];
+        let lens = [300i64, 5, 0, WINDOW_BLOCK * 3 + 17];
         let total = lens.iter().sum();
-        let (q, k, v) = inputs(total, 1.0);
         let cu = cu_seqlens(&lens);
-        for window in [Some(40), Some(3), None] {
-            let got = varlen(&q, &k, &v, &cu, 0.125, window).unwrap();
-            assert_eq!(got.size(), q.size());
-            let diff = max_diff(&got, &reference(&q, &k, &v, &lens, 0.125, window));
-            assert!(diff < 1e-5, "window {window:?}: max |diff| {diff}");
+        // one K/V head for 3 query heads (this model), and 2 for 4
+        for (heads, kv_heads) in [(3, 1), (4, 2)] {
+            let (q, k, v) = inputs_with(total, heads, kv_heads, 1.0);
+            for window in [Some(40), Some(3), None] {
+                let got = varlen(&q, &k, &v, &cu, 0.125, window).unwrap();
+                assert_eq!(got.size(), q.size());
+                let diff = max_diff(&got, &reference(&q, &k, &v, &lens, 0.125, window));
+                assert!(diff < 1e-5, "{heads}/{kv_heads} heads, window {window:?}: max |diff| {diff}");
+            }
         }
     }
 
