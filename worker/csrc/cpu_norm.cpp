@@ -8,7 +8,7 @@
 // `s` is `1 + w` in fp32. The arithmetic is fp32 and every result is rounded to the tensor's
 // precision exactly where libtorch's op-by-op version rounds it (the normed `h`, the sum `x'`,
 // `y`), so the outputs equal the unfused ones up to the order of the sum of squares; the
-// unfused version makes six to eight passes over memory per norm instead of one.
+// unfused version makes six passes over memory per norm instead of one.
 //
 // The row loops are plain C++ that the compiler vectorises, once per instruction set
 // (`target_clones`, chosen when the library loads); rows are split over libtorch's threads.

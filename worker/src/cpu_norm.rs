@@ -1,6 +1,6 @@
 //! Gemma's RMSNorm on the CPU in one pass per row (`csrc/cpu_norm.cpp`), alone or fused with
 //! the residual add before the next norm. libtorch's op-by-op version (fp32 copy, square,
-//! mean, rsqrt, two products, cast back) makes six to eight passes over memory per norm, and
+//! mean, rsqrt, two products, cast back) makes six passes over memory per norm, and
 //! a layer has six norms; here a norm is one pass and results are rounded where the op-by-op
 //! version rounds them, so outputs agree up to the order of a sum.
 //!
@@ -12,6 +12,11 @@ use tch::{TchError, Tensor};
 /// Whether the kernels are built into this binary.
 pub fn available() -> bool {
     cfg!(cpu_kernels)
+}
+
+#[cfg(not(cpu_kernels))]
+fn not_built() -> TchError {
+    TchError::Torch("the CPU kernels are not built into this binary (LIBTORCH unset at build time)".into())
 }
 
 #[cfg(cpu_kernels)]
@@ -108,7 +113,7 @@ pub fn rms_norm_rope(
     _cos: &Tensor,
     _sin: &Tensor,
 ) -> Result<Tensor, TchError> {
-    Err(TchError::Torch("the CPU kernels are not built into this binary (LIBTORCH unset at build time)".into()))
+    Err(not_built())
 }
 
 /// The residual step `x + h / rms(h) · scale_h`.
@@ -159,7 +164,7 @@ fn add_norm(
 
 #[cfg(not(cpu_kernels))]
 pub fn rms_norm(_x: &Tensor, _scale: &Tensor, _eps: f64) -> Result<Tensor, TchError> {
-    Err(TchError::Torch("the CPU kernels are not built into this binary (LIBTORCH unset at build time)".into()))
+    Err(not_built())
 }
 
 #[cfg(not(cpu_kernels))]
@@ -170,7 +175,16 @@ fn add_norm(
     _scale_next: Option<&Tensor>,
     _eps: f64,
 ) -> Result<(Tensor, Option<Tensor>), TchError> {
-    Err(TchError::Torch("the CPU kernels are not built into this binary (LIBTORCH unset at build time)".into()))
+    Err(not_built())
+}
+
+/// The kernel tests below exist only where the kernels are built; this one fails, instead of
+/// letting them vanish, when `LIBTORCH` was set for the build and they still were not.
+#[test]
+fn kernels_are_built_with_libtorch() {
+    if option_env!("LIBTORCH").is_some_and(|d| !d.is_empty()) {
+        assert!(available(), "LIBTORCH was set at build time but the CPU kernels were not built");
+    }
 }
 
 #[cfg(all(test, cpu_kernels))]

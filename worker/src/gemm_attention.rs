@@ -2,16 +2,17 @@
 //!
 //! The layout is the one FlashAttention takes ([`crate::flash`]): a batch's real tokens end to
 //! end, `q` `[tokens, heads, d]`, `k`/`v` `[tokens, kv_heads, d]`, sequences delimited by
-//! `cu_seqlens`. Each sequence is cut into blocks of queries, and each block is three GEMMs
-//! and a softmax against the keys its window reaches — a contiguous slice of `k`, so nothing
+//! `cu_seqlens`. Each sequence is cut into blocks of queries, and each block is a few GEMMs
+//! (three in bf16, two in fp32) and a softmax against the keys its window reaches — a contiguous slice of `k`, so nothing
 //! is copied and nothing outside the band is computed but the block's ragged edges, which a
 //! bias masks. The query heads that share a K/V head are stacked into the same GEMM
 //! (grouped-query attention), and there is no padding anywhere.
 //!
 //! Why not libtorch's CPU attention: it keeps `q·kᵀ` in fp32 through a bf16 → fp32 GEMM that,
 //! on a CPU without AMX, runs at about the fp32 rate; bf16 → bf16 GEMMs run at the bf16 rate
-//! (on a 2-core AVX512-BF16 EPYC: 890 against 184 GFLOP/s). A sliding layer's attention over
-//! one 2048-token sequence took 29 ms there through the banded SDPA form and 10 ms here.
+//! (on a 2-core AVX512-BF16 EPYC: 890 against 184 GFLOP/s). Timed there in a Python replica
+//! of the same libtorch ops, a sliding layer's attention over one 2048-token sequence took
+//! 29 ms through the banded SDPA form and 10 ms this way.
 //!
 //! The catch is precision: a bf16 GEMM rounds each score to 8 significant bits, so a score of
 //! 20 carries an error of up to 0.06 — 6 % on its softmax weight. In reduced precision the
@@ -27,7 +28,8 @@ type R<T> = Result<T, TchError>;
 
 /// Queries per block on windowed layers. Smaller blocks waste fewer keys at the band's edges
 /// (`block + 2·window` keys per block), larger ones make larger GEMMs: 128 was the fastest of
-/// 64/128/256 for a window of 256 on a 2-core EPYC (11.0/9.9/10.6 ms per 2048-token sequence).
+/// 64/128/256 for a window of 256 on a 2-core EPYC (11.0/9.9/10.6 ms per 2048-token sequence,
+/// timed in a Python replica of these ops).
 const WINDOW_BLOCK: i64 = 128;
 /// Queries per block on full layers: bounds the score matrix to `heads/kv · 512 × len`.
 const FULL_BLOCK: i64 = 512;
