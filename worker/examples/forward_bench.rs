@@ -65,7 +65,7 @@ fn main() {
     println!(
         "{{\"impl\":\"docpipe\",\"dtype\":\"{}\",\"device\":\"{choice}\",\"attention\":\"{}\",\"threads\":{},\"batch\":{batch},\"tokens\":{},\"seconds\":{secs:.3},\"tokens_per_s\":{:.1},\"peak_bytes\":{peak}}}",
         precision.name(),
-        model.attention().to_string(),
+        model.attention(),
         tch::get_num_threads(),
         tokens * reps,
         (tokens * reps) as f64 / secs
