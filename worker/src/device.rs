@@ -98,7 +98,7 @@ pub fn resolve(choice: DeviceChoice) -> Result<Device, DeviceError> {
 pub fn default_precision(device: Device) -> Precision {
     match device {
         Device::Cuda(_) => Precision::Bf16,
-        _ if cpu_has_flag(&["amx_bf16"]) => Precision::Bf16,
+        _ if cpu_has_amx() => Precision::Bf16,
         // x86 AVX512-BF16; aarch64 lists BF16 support as `bf16` under Features
         _ if cpu_has_flag(&["avx512_bf16", "bf16"]) && cpu_bf16_faster() => Precision::Bf16,
         _ => Precision::F32,
@@ -129,6 +129,12 @@ fn cpu_bf16_faster() -> bool {
         }
         _ => false,
     }
+}
+
+/// Whether this CPU has AMX tiles for bf16 (`amx_bf16`), on which libtorch's own CPU attention
+/// runs `q·kᵀ` on the tiles.
+pub fn cpu_has_amx() -> bool {
+    cpu_has_flag(&["amx_bf16"])
 }
 
 /// Whether the first CPU's flags (`flags` on x86, `Features` on aarch64) include one of `any`.

@@ -157,8 +157,9 @@ impl SentenceEmbedder {
         Ok(Self { encoder, head, tokenizer, prompts, name, precision })
     }
 
-    /// How attention is computed: packed FlashAttention where it runs (CUDA, fp16/bf16),
-    /// else banded; dense is the reference (see [`AttentionImpl`]).
+    /// How attention is computed: packed FlashAttention where it runs (CUDA, fp16/bf16), the
+    /// GEMM attention on CPUs without AMX in bf16, else banded; dense is the reference (see
+    /// [`AttentionImpl`]).
     pub fn attention(&self) -> AttentionImpl {
         self.encoder.attention()
     }

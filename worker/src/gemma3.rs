@@ -19,11 +19,11 @@
 //! Attention runs in one of these forms ([`AttentionImpl`]), all computing the same thing:
 //! `Packed` (CUDA, fp16/bf16) lays the real tokens end to end and runs FlashAttention over
 //! each sequence, with the window on sliding layers — no padding, no work outside the band;
-//! `PackedGemm` (the CPU in bf16) is the same layout with attention from plain GEMMs, block
+//! `PackedGemm` (the CPU in bf16, without AMX) is the same layout with attention from plain GEMMs, block
 //! by block over the band, scores centred before their bf16 rounding ([`gemm_attention`]);
 //! `PackedReference` is the same layout with libtorch's attention one sequence at a time (how
 //! the packing is tested on the CPU); `Banded` computes sliding layers block by block, only
-//! near the diagonal (the CPU in fp32, CUDA without FlashAttention); `Dense` is the plain
+//! near the diagonal (the CPU in fp32 or with AMX, CUDA without FlashAttention); `Dense` is the plain
 //! masked matrix, the reference the others are tested against.
 
 use std::collections::HashMap;
@@ -510,8 +510,12 @@ impl Gemma3Encoder {
             flash::available(device, kind, heads, kv_heads, head_dim, window).err()
         };
         // CPU: GEMM attention in reduced precision, where bf16 GEMMs outrun libtorch's attention
-        // kernel; in fp32 both run on the same fp32 GEMMs and banded was as fast (see README).
-        let gemm_pays = !device.is_cuda() && kind != Kind::Float && config.use_bidirectional_attention;
+        // kernel (it keeps q·kᵀ in fp32 unless the CPU has AMX tiles); in fp32 both run on the
+        // same fp32 GEMMs and banded was as fast. On AMX banded was faster (see README).
+        let gemm_pays = !device.is_cuda()
+            && kind != Kind::Float
+            && config.use_bidirectional_attention
+            && !crate::device::cpu_has_amx();
         let attention = match &packed_unavailable {
             None => AttentionImpl::Packed,
             Some(_) if gemm_pays => AttentionImpl::PackedGemm,

@@ -38,13 +38,14 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
     dot / (na * nb)
 }
 
-/// Each case alone and all cases as one padded batch must match the reference, through the
-/// attention the model picks by default on the CPU in this precision.
-fn check(precision: Precision, bound: f64, attention: AttentionImpl) {
+/// Each case alone and all cases as one padded batch must match the reference, through
+/// `attention`. Returns the attention the model picked by default on this CPU.
+fn check(precision: Precision, bound: f64, attention: AttentionImpl) -> AttentionImpl {
     let g = golden();
     assert_eq!(g.model_safetensors_sha256.len(), 64);
-    let model = SentenceEmbedder::load(&model_dir(), Device::Cpu, precision).expect("load model");
-    assert_eq!(model.attention(), attention, "the CPU default in {precision:?}");
+    let mut model = SentenceEmbedder::load(&model_dir(), Device::Cpu, precision).expect("load model");
+    let default = model.attention();
+    model.set_attention(attention).expect("attention form");
     assert!(g.cases.iter().any(|c| c.input_ids.len() > 1024), "golden set needs a case longer than the 512 window");
     let mut ids = Vec::new();
     for case in &g.cases {
@@ -68,16 +69,21 @@ fn check(precision: Precision, bound: f64, attention: AttentionImpl) {
         worst = worst.min(cos);
     }
     eprintln!("{precision:?} ({attention}): worst cosine {worst:.7} (bound {bound})");
+    default
 }
 
 #[test]
 fn fp32_matches_sentence_transformers() {
-    check(Precision::F32, 0.9999, AttentionImpl::Banded);
+    assert_eq!(check(Precision::F32, 0.9999, AttentionImpl::Banded), AttentionImpl::Banded, "the CPU default in fp32");
 }
 
+/// bf16 in both forms the CPU picks: the GEMM attention (no AMX) and banded (AMX).
 #[test]
 fn bf16_matches_sentence_transformers() {
-    check(Precision::Bf16, 0.999, AttentionImpl::PackedGemm);
+    let default = check(Precision::Bf16, 0.999, AttentionImpl::PackedGemm);
+    check(Precision::Bf16, 0.999, AttentionImpl::Banded);
+    let want = if docpipe_worker::device::cpu_has_amx() { AttentionImpl::Banded } else { AttentionImpl::PackedGemm };
+    assert_eq!(default, want, "the CPU default in bf16");
 }
 
 /// Packed tokens (the layout the CUDA path runs FlashAttention on), with libtorch's attention
