@@ -7,8 +7,8 @@
 //! peak resident memory of the timed passes (CPU).
 //! `BENCH_ATTENTION=packed|packed-gemm|packed-reference|banded|dense` overrides the model's
 //! choice of attention (packed FlashAttention on CUDA in fp16/bf16, packed-gemm on the CPU in
-//! bf16 without AMX, else banded; dense is the reference form, to compare speed); `BENCH_DUMP=FILE`
-//! writes the warm-up pass's sentence embeddings, one JSON array per line, for a parity check
+//! bf16 without AMX, else banded; dense is the reference form, to compare speed);
+//! `BENCH_DUMP=FILE` writes the warm-up pass's sentence embeddings, one JSON array per line, for a parity check
 //! against the reference.
 use std::time::Instant;
 

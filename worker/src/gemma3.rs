@@ -19,12 +19,13 @@
 //! Attention runs in one of these forms ([`AttentionImpl`]), all computing the same thing:
 //! `Packed` (CUDA, fp16/bf16) lays the real tokens end to end and runs FlashAttention over
 //! each sequence, with the window on sliding layers — no padding, no work outside the band;
-//! `PackedGemm` (the CPU in bf16, without AMX) is the same layout with attention from plain GEMMs, block
-//! by block over the band, scores centred before their bf16 rounding ([`gemm_attention`]);
-//! `PackedReference` is the same layout with libtorch's attention one sequence at a time (how
-//! the packing is tested on the CPU); `Banded` computes sliding layers block by block, only
-//! near the diagonal (the CPU in fp32 or with AMX, CUDA without FlashAttention); `Dense` is the plain
-//! masked matrix, the reference the others are tested against.
+//! `PackedGemm` (the CPU in bf16, without AMX) is the same layout with attention from plain
+//! GEMMs, block by block over the band, scores centred before their bf16 rounding
+//! ([`gemm_attention`]); `PackedReference` is the same layout with libtorch's attention one
+//! sequence at a time (how the packing is tested on the CPU); `Banded` computes sliding layers
+//! block by block, only near the diagonal (the CPU in fp32 or with AMX, CUDA without
+//! FlashAttention); `Dense` is the plain masked matrix, the reference the others are tested
+//! against.
 
 use std::collections::HashMap;
 use std::path::Path;

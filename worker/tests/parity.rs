@@ -38,13 +38,15 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
     dot / (na * nb)
 }
 
+fn load(precision: Precision) -> SentenceEmbedder {
+    SentenceEmbedder::load(&model_dir(), Device::Cpu, precision).expect("load model")
+}
+
 /// Each case alone and all cases as one padded batch must match the reference, through
-/// `attention`. Returns the attention the model picked by default on this CPU.
-fn check(precision: Precision, bound: f64, attention: AttentionImpl) -> AttentionImpl {
+/// `attention`.
+fn check(model: &mut SentenceEmbedder, precision: Precision, bound: f64, attention: AttentionImpl) {
     let g = golden();
     assert_eq!(g.model_safetensors_sha256.len(), 64);
-    let mut model = SentenceEmbedder::load(&model_dir(), Device::Cpu, precision).expect("load model");
-    let default = model.attention();
     model.set_attention(attention).expect("attention form");
     assert!(g.cases.iter().any(|c| c.input_ids.len() > 1024), "golden set needs a case longer than the 512 window");
     let mut ids = Vec::new();
@@ -69,21 +71,23 @@ fn check(precision: Precision, bound: f64, attention: AttentionImpl) -> Attentio
         worst = worst.min(cos);
     }
     eprintln!("{precision:?} ({attention}): worst cosine {worst:.7} (bound {bound})");
-    default
 }
 
 #[test]
 fn fp32_matches_sentence_transformers() {
-    assert_eq!(check(Precision::F32, 0.9999, AttentionImpl::Banded), AttentionImpl::Banded, "the CPU default in fp32");
+    let mut model = load(Precision::F32);
+    assert_eq!(model.attention(), AttentionImpl::Banded, "the CPU default in fp32");
+    check(&mut model, Precision::F32, 0.9999, AttentionImpl::Banded);
 }
 
 /// bf16 in both forms the CPU picks: the GEMM attention (no AMX) and banded (AMX).
 #[test]
 fn bf16_matches_sentence_transformers() {
-    let default = check(Precision::Bf16, 0.999, AttentionImpl::PackedGemm);
-    check(Precision::Bf16, 0.999, AttentionImpl::Banded);
+    let mut model = load(Precision::Bf16);
     let want = if docpipe_worker::device::cpu_has_amx() { AttentionImpl::Banded } else { AttentionImpl::PackedGemm };
-    assert_eq!(default, want, "the CPU default in bf16");
+    assert_eq!(model.attention(), want, "the CPU default in bf16");
+    check(&mut model, Precision::Bf16, 0.999, AttentionImpl::PackedGemm);
+    check(&mut model, Precision::Bf16, 0.999, AttentionImpl::Banded);
 }
 
 /// Packed tokens (the layout the CUDA path runs FlashAttention on), with libtorch's attention
@@ -93,7 +97,7 @@ fn bf16_matches_sentence_transformers() {
 #[test]
 fn packed_tokens_equal_dense_masked_attention() {
     let g = golden();
-    let mut model = SentenceEmbedder::load(&model_dir(), Device::Cpu, Precision::F32).expect("load model");
+    let mut model = load(Precision::F32);
     let long = g.cases.iter().find(|c| c.input_ids.len() > 1024).expect("a long case");
     let prefix: Vec<u32> = long.input_ids[..700].to_vec();
     let short = &g.cases[0].input_ids;
@@ -121,7 +125,7 @@ fn packed_tokens_equal_dense_masked_attention() {
 #[test]
 fn banded_attention_equals_dense_masked_attention() {
     let g = golden();
-    let mut model = SentenceEmbedder::load(&model_dir(), Device::Cpu, Precision::F32).expect("load model");
+    let mut model = load(Precision::F32);
     assert_eq!(model.attention(), AttentionImpl::Banded, "the CPU default in fp32");
     let long = g.cases.iter().find(|c| c.input_ids.len() > 1024).expect("a long case");
     // a batch: the long case, a shorter prefix of it, and a short case (padding inside blocks)
@@ -144,7 +148,7 @@ fn banded_attention_equals_dense_masked_attention() {
 #[test]
 fn span_embeddings_pool_inside_the_sequence() {
     let g = golden();
-    let model = SentenceEmbedder::load(&model_dir(), Device::Cpu, Precision::F32).expect("load model");
+    let model = load(Precision::F32);
     let mut cases: Vec<&Case> = g.cases.iter().filter(|c| c.input_ids.len() < 600).collect();
     cases.sort_by_key(|c| c.input_ids.len());
     let (short, long) = (&cases[0].input_ids, &cases[cases.len() - 1].input_ids);
