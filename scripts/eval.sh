@@ -3,6 +3,8 @@
 # labelled PDFs, then score the clause labels against the gold clauses (`docpipe eval`).
 # Expects the services' environment (scripts/services.sh env) and a built target/debug/docpipe.
 # Documents already done in the eval bucket with unchanged content are not embedded again.
+# The file names come from the labels file parsed as TSV with quoted fields (its clauses_json
+# column holds tabs and newlines, which line-based tools split on).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +19,12 @@ FOLDS=${EVAL_FOLDS:-5}
 files=()
 while IFS= read -r f; do
   if [ -f "$PDFS/$f" ]; then files+=("$PDFS/$f"); else echo "eval: $f is in $LABELS but not in $PDFS; left out" >&2; fi
-done < <(awk -F'\t' 'NR > 1 && $1 != "" { print $1 }' "$LABELS" | sort -u)
+done < <(python3 -c '
+import csv, sys
+csv.field_size_limit(1 << 30)
+rows = csv.reader(open(sys.argv[1], newline="", encoding="utf-8"), delimiter="\t")
+next(rows, None)
+print("\n".join(sorted({r[0] for r in rows if r and r[0]})))' "$LABELS")
 [ ${#files[@]} -gt 0 ] || { echo "eval: none of the labelled files is in $PDFS" >&2; exit 2; }
 
 started=$(date +%s)

@@ -57,6 +57,7 @@ const KEEP_TERMS: usize = 2000;
 
 pub struct Segment {
     pub chars: Range<usize>,
+    /// The standalone embedding where stored, else the contextual one (as `segment_scores`).
     pub embedding: Vec<f32>,
     /// Lexical terms (`docpipe_chunker::segment::terms`), as stored.
     pub terms: Vec<i32>,
@@ -180,7 +181,7 @@ pub async fn load_docs(
             continue;
         };
         let segs: Vec<(i32, i32, Vector, Option<Vec<i32>>)> = sqlx::query_as(
-            "SELECT char_start, char_end, embedding, terms FROM segments
+            "SELECT char_start, char_end, coalesce(standalone, embedding), terms FROM segments
              WHERE document_id = $1 AND embedding IS NOT NULL ORDER BY segment_index",
         )
         .bind(id)

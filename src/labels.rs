@@ -22,7 +22,7 @@ const BUILTIN: &str = include_str!("cuad_categories.tsv");
 
 /// Presence threshold of a category scored by its query alone (chosen on the shared CUAD
 /// contracts by `make eval`; `--label-threshold` overrides it).
-pub const DEFAULT_THRESHOLD: f32 = 0.45;
+pub const DEFAULT_THRESHOLD: f32 = 0.42;
 
 #[derive(Debug, Clone)]
 pub struct Category {
@@ -140,6 +140,86 @@ pub async fn backfill_terms(pool: &PgPool) -> Result<usize> {
         info!(documents = ids.len(), "segment terms filled in");
     }
     Ok(ids.len())
+}
+
+/// Embed on their own the segments stored without a standalone embedding (before migration
+/// 0007, or by a worker run with `--standalone-segments false`), and relabel their documents.
+/// The model is loaded only when there is something to embed. Returns the number of segments
+/// embedded.
+pub async fn backfill_standalone(pool: &PgPool, load: impl FnOnce() -> Result<SentenceEmbedder>) -> Result<usize> {
+    let docs: Vec<(Uuid, String)> = sqlx::query_as(
+        "SELECT d.id, d.text FROM documents d
+         WHERE d.status = 'done' AND d.text IS NOT NULL AND EXISTS
+               (SELECT 1 FROM segments s WHERE s.document_id = d.id AND s.embedding IS NOT NULL AND s.standalone IS NULL)
+         ORDER BY d.id",
+    )
+    .fetch_all(pool)
+    .await
+    .context("finding segments without a standalone embedding")?;
+    if docs.is_empty() {
+        return Ok(0);
+    }
+    let model = load()?;
+    info!(documents = docs.len(), "embedding stored segments on their own (standalone embeddings)");
+    let mut total = 0;
+    for (id, text) in &docs {
+        let segs: Vec<(i32, i32, i32)> = sqlx::query_as(
+            "SELECT segment_index, char_start, char_end FROM segments
+             WHERE document_id = $1 AND embedding IS NOT NULL AND standalone IS NULL",
+        )
+        .bind(id)
+        .fetch_all(pool)
+        .await
+        .with_context(|| format!("reading the segments of document {id}"))?;
+        let chars: Vec<char> = text.chars().collect();
+        let mut ids = Vec::with_capacity(segs.len());
+        for (_, start, end) in &segs {
+            let (a, b) = ((*start).max(0) as usize, (*end).max(0) as usize);
+            let seg: String = chars.get(a.min(chars.len())..b.min(chars.len())).unwrap_or_default().iter().collect();
+            let mut t =
+                model.tokenize(Some("document"), &seg).with_context(|| format!("tokenizing a segment of {id}"))?;
+            if t.len() > model.max_len() {
+                // keep the closing special token
+                let last = t[t.len() - 1];
+                t.truncate(model.max_len() - 1);
+                t.push(last);
+            }
+            ids.push(t);
+        }
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_by_key(|&i| ids[i].len());
+        let mut out: Vec<Option<Vector>> = vec![None; ids.len()];
+        let mut at = 0;
+        while at < order.len() {
+            let mut end = at + 1;
+            while end < order.len() && ids[order[end]].len() * (end + 1 - at) <= 8192 {
+                end += 1;
+            }
+            let refs: Vec<&[u32]> = order[at..end].iter().map(|&i| ids[i].as_slice()).collect();
+            let embedded = model.embed(&refs).with_context(|| format!("embedding the segments of document {id}"))?;
+            for (&i, e) in order[at..end].iter().zip(embedded) {
+                out[i] = Some(Vector::from(e));
+            }
+            at = end;
+        }
+        let index: Vec<i32> = segs.iter().map(|s| s.0).collect();
+        let mut tx = pool.begin().await?;
+        sqlx::query(
+            "UPDATE segments s SET standalone = u.standalone FROM UNNEST($2::int[], $3::vector[]) AS u(i, standalone)
+             WHERE s.document_id = $1 AND s.segment_index = u.i",
+        )
+        .bind(id)
+        .bind(&index)
+        .bind(&out)
+        .execute(&mut *tx)
+        .await
+        .with_context(|| format!("storing the standalone embeddings of document {id}"))?;
+        docpipe_aggregator::label_document(&mut tx, *id).await.with_context(|| format!("labelling document {id}"))?;
+        tx.commit().await?;
+        total += segs.len();
+        info!(document_id = %id, segments = segs.len(), "standalone segment embeddings stored");
+    }
+    Ok(total)
 }
 
 /// Recompute the labels of every finished document (after the categories changed).

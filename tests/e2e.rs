@@ -292,11 +292,13 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
     .unwrap();
     assert!(excerpt.trim_start().starts_with("SUPPLY AGREEMENT between Société Générale de Pièces"), "{excerpt:?}");
 
-    // clause segments: every one embedded once (by the chunk owning its middle token), the
-    // numbered sections of the long contract are segments, each done document has a label per
-    // category and a row in contract_summary
-    let segs: Vec<(String, i64, i64, i64)> = sqlx::query_as(
-        "SELECT d.key, count(*), count(s.embedding), count(*) FILTER (WHERE s.chunk_index IS NULL)
+    // clause segments: every one embedded once (by the chunk owning its middle token), in
+    // context and on its own (two different unit vectors), the numbered sections of the long
+    // contract are segments, each done document has a label per category and a row in
+    // contract_summary
+    let segs: Vec<(String, i64, i64, i64, i64, f64)> = sqlx::query_as(
+        "SELECT d.key, count(*), count(s.embedding), count(*) FILTER (WHERE s.chunk_index IS NULL),
+                count(s.standalone), max(abs(vector_norm(s.standalone) - 1)) + 0
          FROM segments s JOIN documents d ON d.id = s.document_id WHERE d.bucket = $1 GROUP BY d.key ORDER BY d.key",
     )
     .bind(&bucket)
@@ -304,9 +306,19 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
     .await
     .unwrap();
     assert_eq!(segs.len(), 2, "{segs:?}");
-    for (key, n, embedded, unowned) in &segs {
+    for (key, n, embedded, unowned, alone, off_unit) in &segs {
         assert!(*n >= 1 && n == embedded && *unowned == 0, "{key}: {n} segments, {embedded} embedded");
+        assert!(alone == n && *off_unit < 1e-3, "{key}: {n} segments, {alone} standalone, |norm - 1| {off_unit}");
     }
+    let (same,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE s.embedding <=> s.standalone < 1e-4) FROM segments s
+         JOIN documents d ON d.id = s.document_id WHERE d.bucket = $1",
+    )
+    .bind(&bucket)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(same * 4 < segs.iter().map(|s| s.1).sum::<i64>(), "{same} standalone embeddings equal the contextual ones");
     assert!(segs.iter().any(|s| s.0 == "long-supply-agreement.pdf" && s.1 >= 40), "{segs:?}");
     let (section,): (String,) = sqlx::query_as(
         "SELECT substr(d.text, s.char_start + 1, s.char_end - s.char_start) FROM segments s

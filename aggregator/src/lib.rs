@@ -118,8 +118,9 @@ pub async fn store(pool: &PgPool, r: &ChunkResult) -> Result<Stored, AggregateEr
     if !owned.is_empty() {
         sqlx::query(
             "UPDATE segments s SET embedding = u.embedding, chunk_index = $2, pooled_token_start = u.pooled_start,
-                    pooled_token_end = u.pooled_end
-             FROM UNNEST($3::int[], $4::vector[], $5::int[], $6::int[]) AS u(segment_index, embedding, pooled_start, pooled_end)
+                    pooled_token_end = u.pooled_end, standalone = u.standalone
+             FROM UNNEST($3::int[], $4::vector[], $5::int[], $6::int[], $7::vector[])
+                  AS u(segment_index, embedding, pooled_start, pooled_end, standalone)
              WHERE s.document_id = $1 AND s.segment_index = u.segment_index",
         )
         .bind(m.document_id)
@@ -128,6 +129,7 @@ pub async fn store(pool: &PgPool, r: &ChunkResult) -> Result<Stored, AggregateEr
         .bind(owned.iter().map(|s| Vector::from(s.embedding.clone())).collect::<Vec<Vector>>())
         .bind(owned.iter().map(|s| s.pooled[0] as i32).collect::<Vec<i32>>())
         .bind(owned.iter().map(|s| s.pooled[1] as i32).collect::<Vec<i32>>())
+        .bind(owned.iter().map(|s| s.standalone.clone().map(Vector::from)).collect::<Vec<Option<Vector>>>())
         .execute(&mut *tx)
         .await
         .map_err(err)?;

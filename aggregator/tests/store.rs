@@ -158,6 +158,8 @@ async fn segments_are_kept_from_the_chunk_owning_their_middle() {
         tokens: segs[index as usize],
         pooled: [segs[index as usize][0].max(chunk * 100), segs[index as usize][1].min(chunk * 100 + 120)],
         embedding: axis(10 * chunk as usize + index as usize),
+        // segment 2 comes without a standalone embedding (a worker with them off)
+        standalone: (index != 2).then(|| axis(500 + 10 * chunk as usize + index as usize)),
     };
     let r0 =
         result(run, doc, 0, 2, 1, ChunkOutcome::Embedded { embedding: axis(0), segments: vec![seg(0, 0), seg(1, 0)] });
@@ -165,8 +167,8 @@ async fn segments_are_kept_from_the_chunk_owning_their_middle() {
         result(run, doc, 1, 2, 1, ChunkOutcome::Embedded { embedding: axis(1), segments: vec![seg(1, 1), seg(2, 1)] });
     assert_eq!(store(&pool, &r0).await.unwrap(), Stored::Inserted { completed: false });
     assert_eq!(store(&pool, &r1).await.unwrap(), Stored::Inserted { completed: true });
-    let rows: Vec<(i32, Option<i32>, Option<i32>, Option<i32>, pgvector::Vector)> = sqlx::query_as(
-        "SELECT segment_index, chunk_index, pooled_token_start, pooled_token_end, embedding FROM segments
+    let rows: Vec<(i32, Option<i32>, Option<i32>, Option<i32>, pgvector::Vector, Option<pgvector::Vector>)> = sqlx::query_as(
+        "SELECT segment_index, chunk_index, pooled_token_start, pooled_token_end, embedding, standalone FROM segments
          WHERE document_id = $1 ORDER BY segment_index",
     )
     .bind(doc)
@@ -179,6 +181,10 @@ async fn segments_are_kept_from_the_chunk_owning_their_middle() {
     assert_eq!((rows[1].2, rows[1].3), (Some(100), Some(130)));
     assert_eq!(rows[1].4.as_slice()[11], 1.0);
     assert_eq!(rows[0].4.as_slice()[0], 1.0);
+    // the standalone embedding comes from the owning chunk too, or stays NULL
+    assert_eq!(rows[1].5.as_ref().map(|v| v.as_slice()[511]), Some(1.0));
+    assert_eq!(rows[0].5.as_ref().map(|v| v.as_slice()[500]), Some(1.0));
+    assert!(rows[2].5.is_none());
     let (e,): (pgvector::Vector,) =
         sqlx::query_as("SELECT embedding FROM documents WHERE id = $1").bind(doc).fetch_one(&pool).await.unwrap();
     let h = std::f32::consts::FRAC_1_SQRT_2;

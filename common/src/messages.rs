@@ -65,6 +65,12 @@ pub struct SegmentEmbedding {
     /// Document tokens actually pooled (the part of the segment inside the chunk).
     pub pooled: Span,
     pub embedding: Vec<f32>,
+    /// The pooled tokens embedded on their own (`<bos>`, document prompt, the tokens, `<eos>`):
+    /// what clause labels score, as it tells clause types apart better than the contextual
+    /// embedding. Only on segments the chunk owns; absent when the worker was told not to
+    /// compute it or it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standalone: Option<Vec<f32>>,
 }
 
 /// worker → aggregator: what became of one chunk.

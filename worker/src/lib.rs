@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use docpipe_common::amqp::{self, AmqpError, Publisher, Topology};
 use docpipe_common::messages::{
-    self, BatchStats, ChunkOutcome, ChunkResult, ChunkTask, SegmentEmbedding, SCHEMA_VERSION,
+    self, BatchStats, ChunkOutcome, ChunkResult, ChunkTask, SegmentEmbedding, Span, SCHEMA_VERSION,
 };
 use docpipe_common::metrics::{self, Metrics};
 use futures_util::StreamExt;
@@ -53,11 +53,14 @@ pub struct WorkerConfig {
     pub max_wait: Duration,
     /// Unacknowledged deliveries held from the broker (the next batches wait here).
     pub prefetch: u16,
+    /// Also embed each owned segment on its own (see [`SegmentEmbedding::standalone`]); about
+    /// 60 % more tokens through the model on contracts.
+    pub standalone_segments: bool,
 }
 
 impl Default for WorkerConfig {
     fn default() -> Self {
-        Self { max_batch_tokens: 8192, max_wait: Duration::from_millis(75), prefetch: 32 }
+        Self { max_batch_tokens: 8192, max_wait: Duration::from_millis(75), prefetch: 32, standalone_segments: true }
     }
 }
 
@@ -210,14 +213,17 @@ pub async fn run(
 
     // Model thread: one batch at a time, off the async runtime.
     let model_thread = {
-        let max_tokens = cfg.max_batch_tokens;
+        let (max_tokens, standalone) = (cfg.max_batch_tokens, cfg.standalone_segments);
         std::thread::Builder::new()
             .name("docpipe-model".into())
             .spawn(move || {
                 while let Some(batch) = batch_rx.blocking_recv() {
                     // a panic inside libtorch poisons the lock: stop, the caller reports it
                     let Ok(model) = model.lock() else { break };
-                    let done = embed_batch(&model, batch, max_tokens);
+                    let mut done = embed_batch(&model, batch, max_tokens);
+                    if standalone {
+                        embed_standalone(&model, &mut done, max_tokens);
+                    }
                     if let Some(used) = device::memory_in_use(device) {
                         let peak = &metrics::get().device_memory_peak_bytes;
                         if used as i64 > peak.get() {
@@ -398,6 +404,86 @@ fn embed_batch(model: &SentenceEmbedder, mut jobs: Vec<Job>, max_tokens: usize) 
     jobs.into_iter().zip(results).map(|(job, result)| Done { job, result }).collect()
 }
 
+/// Embed each owned segment of the embedded chunks on its own: `<bos>` and the document prompt
+/// (the chunk input's head), the segment's pooled tokens, `<eos>`. Sorted by length and cut
+/// into micro-batches within the token budget; a micro-batch that fails is split, and a
+/// segment that fails alone keeps no standalone embedding (its labels then score the
+/// contextual one), so no chunk is lost to this pass.
+fn embed_standalone(model: &SentenceEmbedder, done: &mut [Done], max_tokens: usize) {
+    // (chunk, segment) → input ids
+    let mut seqs: Vec<((usize, usize), Vec<u32>)> = Vec::new();
+    for (c, d) in done.iter().enumerate() {
+        let Ok(e) = &d.result else { continue };
+        for (k, seg) in e.segments.iter().enumerate() {
+            if let Some(ids) = standalone_input(&d.job.task, seg.tokens, seg.pooled) {
+                seqs.push(((c, k), ids));
+            }
+        }
+    }
+    if seqs.is_empty() {
+        return;
+    }
+    seqs.sort_by_key(|s| s.1.len());
+    let started = Instant::now();
+    let tokens: usize = seqs.iter().map(|s| s.1.len()).sum();
+    let mut start = 0;
+    while start < seqs.len() {
+        let mut end = start + 1;
+        while end < seqs.len() && seqs[end].1.len() * (end - start + 1) <= max_tokens {
+            end += 1;
+        }
+        for (slot, e) in seqs[start..end].iter().zip(standalone_or_split(model, &seqs[start..end])) {
+            if let Some(e) = e {
+                if let Ok(r) = &mut done[slot.0 .0].result {
+                    r.segments[slot.0 .1].standalone = Some(e);
+                }
+            }
+        }
+        start = end;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    debug!(segments = seqs.len(), tokens, seconds = secs, "segments embedded on their own");
+}
+
+/// The model input that embeds a segment on its own: the chunk input's head (`<bos>` and the
+/// document prompt), the pooled document tokens, and its closing `<eos>`; `None` when the chunk
+/// does not own the segment (its middle token is outside the owned range, the aggregator's
+/// rule) or the ranges do not fit the input.
+fn standalone_input(task: &ChunkTask, tokens: Span, pooled: Span) -> Option<Vec<u32>> {
+    let m = &task.meta;
+    let (start, end) = (m.tokens[0] as usize, m.tokens[1] as usize);
+    let owned = m.owned_tokens[0] as usize..m.owned_tokens[1] as usize;
+    if !owned.contains(&docpipe_chunker::segment::midpoint(&(tokens[0] as usize..tokens[1] as usize))) {
+        return None;
+    }
+    let head = task.input_ids.len().checked_sub(1 + end.checked_sub(start)?)?;
+    let (a, b) = ((pooled[0] as usize).checked_sub(start)?, (pooled[1] as usize).checked_sub(start)?);
+    let body = task.input_ids.get(head + a..head + b).filter(|b| !b.is_empty())?;
+    let mut ids = Vec::with_capacity(head + body.len() + 1);
+    ids.extend_from_slice(&task.input_ids[..head]);
+    ids.extend_from_slice(body);
+    ids.push(*task.input_ids.last()?);
+    Some(ids)
+}
+
+fn standalone_or_split(model: &SentenceEmbedder, seqs: &[((usize, usize), Vec<u32>)]) -> Vec<Option<Vec<f32>>> {
+    let refs: Vec<&[u32]> = seqs.iter().map(|s| s.1.as_slice()).collect();
+    match model.embed(&refs) {
+        Ok(v) => v.into_iter().map(Some).collect(),
+        Err(e) if seqs.len() > 1 => {
+            warn!(error = %e, segments = seqs.len(), "standalone segment batch failed; splitting it in two and retrying");
+            let mid = seqs.len() / 2;
+            let mut out = standalone_or_split(model, &seqs[..mid]);
+            out.extend(standalone_or_split(model, &seqs[mid..]));
+            out
+        }
+        Err(e) => {
+            warn!(error = %e, tokens = seqs[0].1.len(), "a segment could not be embedded on its own; it keeps its contextual embedding only");
+            vec![None]
+        }
+    }
+}
+
 /// A chunk's model input and its segments' (pooled tokens, input positions).
 struct Input<'a> {
     task: &'a ChunkTask,
@@ -450,6 +536,7 @@ fn embed_or_split(model: &SentenceEmbedder, inputs: &[Input]) -> Vec<Embedding> 
                             tokens: seg.tokens,
                             pooled: [pooled.start as u32, pooled.end as u32],
                             embedding,
+                            standalone: None,
                         })
                         .collect();
                     let published = input.task.published_ms;
@@ -494,5 +581,50 @@ fn record_pass(seqs: &[&[u32]], prefill: f64) -> BatchStats {
         padded_tokens: padded as u32,
         prefill_ms: prefill * 1e3,
         queue_wait_ms: 0.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use docpipe_common::messages::ChunkMeta;
+
+    /// A chunk over document tokens 100..110 owning 104..110, with a 2-token prompt: input
+    /// `<bos> p p t100..t109 <eos>` where token `t` has id `t`.
+    fn task() -> ChunkTask {
+        let mut input_ids = vec![2, 7, 8];
+        input_ids.extend(100..110);
+        input_ids.push(1);
+        ChunkTask {
+            schema: SCHEMA_VERSION,
+            meta: ChunkMeta {
+                run_id: uuid::Uuid::nil(),
+                document_id: uuid::Uuid::nil(),
+                generation: 1,
+                index: 1,
+                count: 2,
+                tokens: [100, 110],
+                owned_tokens: [104, 110],
+                chars: [0, 10],
+                owned_chars: [4, 10],
+            },
+            input_ids,
+            segments: vec![],
+            published_ms: 0,
+        }
+    }
+
+    #[test]
+    fn standalone_input_is_head_segment_tokens_and_eos() {
+        let t = task();
+        // owned: middle token 106
+        assert_eq!(standalone_input(&t, [105, 108], [105, 108]), Some(vec![2, 7, 8, 105, 106, 107, 1]));
+        // reaching past the chunk: the pooled part only (middle token 109 is owned)
+        assert_eq!(standalone_input(&t, [108, 111], [108, 110]), Some(vec![2, 7, 8, 108, 109, 1]));
+        // middle token 101 belongs to the previous chunk
+        assert_eq!(standalone_input(&t, [100, 103], [100, 103]), None);
+        // ranges that do not fit the input
+        assert_eq!(standalone_input(&t, [105, 108], [105, 120]), None);
+        assert_eq!(standalone_input(&t, [105, 108], [90, 108]), None);
     }
 }
