@@ -13,6 +13,11 @@
 //! becomes a `Failed` result, so its document ends `failed` with the reason; a single chunk
 //! that fails for other reasons is requeued (and dead-lettered after the delivery limit).
 //!
+//! One chunk pass gives the chunk embedding and every segment's contextual (late-chunked)
+//! embedding; with `standalone_segments`, a second pass over short sequences embeds each
+//! segment the chunk owns on its own, for clause labels (a segment that fails there keeps its
+//! contextual embedding only).
+//!
 //! [`gemma3`] is the model, [`embedder`] the sentence-transformers pipeline around it,
 //! [`flash`] the packed FlashAttention it uses on CUDA, [`device`] picks CPU or CUDA and the
 //! precision.
