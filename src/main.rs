@@ -153,8 +153,8 @@ struct WorkerArgs {
     max_wait_ms: u64,
     #[arg(long, env = "DOCPIPE_PREFETCH", default_value_t = 32)]
     prefetch: u16,
-    /// Also embed each segment on its own, for clause labels (about 60 % more model tokens on
-    /// contracts; `false`: labels score the contextual segment embeddings).
+    /// Also embed each segment on its own, for clause labels (about as many model tokens
+    /// again, in short sequences; `false`: labels score the contextual segment embeddings).
     #[arg(long, env = "DOCPIPE_STANDALONE_SEGMENTS", default_value_t = true, action = clap::ArgAction::Set)]
     standalone_segments: bool,
     /// Intra-op threads for CPU inference (0 = libtorch's default).

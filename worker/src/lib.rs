@@ -59,7 +59,7 @@ pub struct WorkerConfig {
     /// Unacknowledged deliveries held from the broker (the next batches wait here).
     pub prefetch: u16,
     /// Also embed each owned segment on its own (see [`SegmentEmbedding::standalone`]); about
-    /// 60 % more tokens through the model on contracts.
+    /// as many tokens again through the model on contracts, in short sequences.
     pub standalone_segments: bool,
 }
 
