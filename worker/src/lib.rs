@@ -437,11 +437,16 @@ fn embed_standalone(model: &SentenceEmbedder, done: &mut [Done], max_tokens: usi
         while end < seqs.len() && seqs[end].1.len() * (end - start + 1) <= max_tokens {
             end += 1;
         }
-        for (slot, e) in seqs[start..end].iter().zip(standalone_or_split(model, &seqs[start..end])) {
-            if let Some(e) = e {
-                if let Ok(r) = &mut done[slot.0 .0].result {
-                    r.segments[slot.0 .1].standalone = Some(e);
-                }
+        for (((c, k), ids), e) in seqs[start..end].iter().zip(standalone_or_split(model, &seqs[start..end])) {
+            let meta = &done[*c].job.task.meta;
+            let (document_id, chunk) = (meta.document_id, meta.index);
+            let Ok(r) = &mut done[*c].result else { continue };
+            match e {
+                Ok(e) => r.segments[*k].standalone = Some(e),
+                Err(error) => warn!(
+                    %document_id, chunk, segment = r.segments[*k].index, tokens = ids.len(), %error,
+                    "a segment could not be embedded on its own; it keeps its contextual embedding only"
+                ),
             }
         }
         start = end;
@@ -471,10 +476,13 @@ fn standalone_input(task: &ChunkTask, tokens: Span, pooled: Span) -> Option<Vec<
     Some(ids)
 }
 
-fn standalone_or_split(model: &SentenceEmbedder, seqs: &[((usize, usize), Vec<u32>)]) -> Vec<Option<Vec<f32>>> {
+fn standalone_or_split(
+    model: &SentenceEmbedder,
+    seqs: &[((usize, usize), Vec<u32>)],
+) -> Vec<Result<Vec<f32>, EmbedError>> {
     let refs: Vec<&[u32]> = seqs.iter().map(|s| s.1.as_slice()).collect();
     match model.embed(&refs) {
-        Ok(v) => v.into_iter().map(Some).collect(),
+        Ok(v) => v.into_iter().map(Ok).collect(),
         Err(e) if seqs.len() > 1 => {
             warn!(error = %e, segments = seqs.len(), "standalone segment batch failed; splitting it in two and retrying");
             let mid = seqs.len() / 2;
@@ -482,10 +490,7 @@ fn standalone_or_split(model: &SentenceEmbedder, seqs: &[((usize, usize), Vec<u3
             out.extend(standalone_or_split(model, &seqs[mid..]));
             out
         }
-        Err(e) => {
-            warn!(error = %e, tokens = seqs[0].1.len(), "a segment could not be embedded on its own; it keeps its contextual embedding only");
-            vec![None]
-        }
+        Err(e) => vec![Err(e)],
     }
 }
 
