@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use docpipe_worker::SentenceEmbedder;
 use pgvector::Vector;
 use sqlx::PgPool;
-use tracing::info;
+use tracing::{info, warn};
 use uuid::Uuid;
 
 const BUILTIN: &str = include_str!("cuad_categories.tsv");
@@ -144,8 +144,12 @@ pub async fn backfill_terms(pool: &PgPool) -> Result<usize> {
 
 /// Embed on their own the segments stored without a standalone embedding (before migration
 /// 0007, or by a worker run with `--standalone-segments false`), and relabel their documents.
-/// The model is loaded only when there is something to embed. Returns the number of segments
-/// embedded.
+/// The segment's text is tokenized afresh (the worker reuses the chunk's tokens, which can
+/// differ at the edges). The model is loaded only when there is something to embed. A segment
+/// that fails alone is logged and stays NULL. Returns the number of segments embedded.
+/// Padded tokens per forward pass of [`backfill_standalone`] (the worker's CPU default).
+const BACKFILL_BATCH_TOKENS: usize = 8192;
+
 pub async fn backfill_standalone(pool: &PgPool, load: impl FnOnce() -> Result<SentenceEmbedder>) -> Result<usize> {
     let docs: Vec<(Uuid, String)> = sqlx::query_as(
         "SELECT d.id, d.text FROM documents d
@@ -186,21 +190,16 @@ pub async fn backfill_standalone(pool: &PgPool, load: impl FnOnce() -> Result<Se
             }
             ids.push(t);
         }
-        let mut order: Vec<usize> = (0..ids.len()).collect();
-        order.sort_by_key(|&i| ids[i].len());
-        let mut out: Vec<Option<Vector>> = vec![None; ids.len()];
-        let mut at = 0;
-        while at < order.len() {
-            let mut end = at + 1;
-            while end < order.len() && ids[order[end]].len() * (end + 1 - at) <= 8192 {
-                end += 1;
+        let refs: Vec<&[u32]> = ids.iter().map(|t| t.as_slice()).collect();
+        let mut out: Vec<Option<Vector>> = Vec::with_capacity(ids.len());
+        for (seg, e) in segs.iter().zip(docpipe_worker::embed_by_length(&model, &refs, BACKFILL_BATCH_TOKENS)) {
+            match e {
+                Ok(e) => out.push(Some(Vector::from(e))),
+                Err(error) => {
+                    warn!(document_id = %id, segment = seg.0, %error, "a segment could not be embedded on its own; it keeps its contextual embedding only");
+                    out.push(None);
+                }
             }
-            let refs: Vec<&[u32]> = order[at..end].iter().map(|&i| ids[i].as_slice()).collect();
-            let embedded = model.embed(&refs).with_context(|| format!("embedding the segments of document {id}"))?;
-            for (&i, e) in order[at..end].iter().zip(embedded) {
-                out[i] = Some(Vector::from(e));
-            }
-            at = end;
         }
         let index: Vec<i32> = segs.iter().map(|s| s.0).collect();
         let mut tx = pool.begin().await?;

@@ -409,50 +409,80 @@ fn embed_batch(model: &SentenceEmbedder, mut jobs: Vec<Job>, max_tokens: usize) 
     jobs.into_iter().zip(results).map(|(job, result)| Done { job, result }).collect()
 }
 
-/// Embed each owned segment of the embedded chunks on its own: `<bos>` and the document prompt
-/// (the chunk input's head), the segment's pooled tokens, `<eos>`. Sorted by length and cut
-/// into micro-batches within the token budget; a micro-batch that fails is split, and a
-/// segment that fails alone keeps no standalone embedding (its labels then score the
-/// contextual one), so no chunk is lost to this pass.
+/// Embed each owned segment of the embedded chunks on its own ([`standalone_input`]), with
+/// [`embed_by_length`]; a segment that fails alone keeps no standalone embedding (its labels
+/// then score the contextual one), so no chunk is lost to this pass.
 fn embed_standalone(model: &SentenceEmbedder, done: &mut [Done], max_tokens: usize) {
-    // (chunk, segment) → input ids
-    let mut seqs: Vec<((usize, usize), Vec<u32>)> = Vec::new();
+    // (chunk, segment) and its input ids
+    let mut slots: Vec<(usize, usize)> = Vec::new();
+    let mut seqs: Vec<Vec<u32>> = Vec::new();
     for (c, d) in done.iter().enumerate() {
         let Ok(e) = &d.result else { continue };
         for (k, seg) in e.segments.iter().enumerate() {
             if let Some(ids) = standalone_input(&d.job.task, seg.tokens, seg.pooled) {
-                seqs.push(((c, k), ids));
+                slots.push((c, k));
+                seqs.push(ids);
             }
         }
     }
     if seqs.is_empty() {
         return;
     }
-    seqs.sort_by_key(|s| s.1.len());
     let started = Instant::now();
-    let tokens: usize = seqs.iter().map(|s| s.1.len()).sum();
+    let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
+    for (((c, k), ids), e) in slots.iter().zip(&seqs).zip(embed_by_length(model, &refs, max_tokens)) {
+        let meta = &done[*c].job.task.meta;
+        let (document_id, chunk) = (meta.document_id, meta.index);
+        let Ok(r) = &mut done[*c].result else { continue };
+        match e {
+            Ok(e) => r.segments[*k].standalone = Some(e),
+            Err(error) => warn!(
+                %document_id, chunk, segment = r.segments[*k].index, tokens = ids.len(), %error,
+                "a segment could not be embedded on its own; it keeps its contextual embedding only"
+            ),
+        }
+    }
+    let tokens: usize = seqs.iter().map(|s| s.len()).sum();
+    debug!(segments = seqs.len(), tokens, seconds = started.elapsed().as_secs_f64(), "segments embedded on their own");
+}
+
+/// Sentence embeddings of many sequences, in input order: sorted by length, cut into padded
+/// micro-batches of at most `max_tokens` (count × longest), and a micro-batch that fails (out
+/// of memory) split in two until a sequence fails alone.
+pub fn embed_by_length(
+    model: &SentenceEmbedder,
+    seqs: &[&[u32]],
+    max_tokens: usize,
+) -> Vec<Result<Vec<f32>, EmbedError>> {
+    let mut order: Vec<usize> = (0..seqs.len()).collect();
+    order.sort_by_key(|&i| seqs[i].len());
+    let mut out: Vec<(usize, Result<Vec<f32>, EmbedError>)> = Vec::with_capacity(seqs.len());
     let mut start = 0;
-    while start < seqs.len() {
+    while start < order.len() {
         let mut end = start + 1;
-        while end < seqs.len() && seqs[end].1.len() * (end - start + 1) <= max_tokens {
+        while end < order.len() && seqs[order[end]].len() * (end - start + 1) <= max_tokens {
             end += 1;
         }
-        for (((c, k), ids), e) in seqs[start..end].iter().zip(standalone_or_split(model, &seqs[start..end])) {
-            let meta = &done[*c].job.task.meta;
-            let (document_id, chunk) = (meta.document_id, meta.index);
-            let Ok(r) = &mut done[*c].result else { continue };
-            match e {
-                Ok(e) => r.segments[*k].standalone = Some(e),
-                Err(error) => warn!(
-                    %document_id, chunk, segment = r.segments[*k].index, tokens = ids.len(), %error,
-                    "a segment could not be embedded on its own; it keeps its contextual embedding only"
-                ),
-            }
-        }
+        let batch: Vec<&[u32]> = order[start..end].iter().map(|&i| seqs[i]).collect();
+        out.extend(order[start..end].iter().copied().zip(embed_or_halve(model, &batch)));
         start = end;
     }
-    let secs = started.elapsed().as_secs_f64();
-    debug!(segments = seqs.len(), tokens, seconds = secs, "segments embedded on their own");
+    out.sort_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
+fn embed_or_halve(model: &SentenceEmbedder, seqs: &[&[u32]]) -> Vec<Result<Vec<f32>, EmbedError>> {
+    match model.embed(seqs) {
+        Ok(v) => v.into_iter().map(Ok).collect(),
+        Err(e) if seqs.len() > 1 => {
+            warn!(error = %e, sequences = seqs.len(), "micro-batch failed; splitting it in two and retrying");
+            let mid = seqs.len() / 2;
+            let mut out = embed_or_halve(model, &seqs[..mid]);
+            out.extend(embed_or_halve(model, &seqs[mid..]));
+            out
+        }
+        Err(e) => vec![Err(e)],
+    }
 }
 
 /// The model input that embeds a segment on its own: the chunk input's head (`<bos>` and the
@@ -474,24 +504,6 @@ fn standalone_input(task: &ChunkTask, tokens: Span, pooled: Span) -> Option<Vec<
     ids.extend_from_slice(body);
     ids.push(*task.input_ids.last()?);
     Some(ids)
-}
-
-fn standalone_or_split(
-    model: &SentenceEmbedder,
-    seqs: &[((usize, usize), Vec<u32>)],
-) -> Vec<Result<Vec<f32>, EmbedError>> {
-    let refs: Vec<&[u32]> = seqs.iter().map(|s| s.1.as_slice()).collect();
-    match model.embed(&refs) {
-        Ok(v) => v.into_iter().map(Ok).collect(),
-        Err(e) if seqs.len() > 1 => {
-            warn!(error = %e, segments = seqs.len(), "standalone segment batch failed; splitting it in two and retrying");
-            let mid = seqs.len() / 2;
-            let mut out = standalone_or_split(model, &seqs[..mid]);
-            out.extend(standalone_or_split(model, &seqs[mid..]));
-            out
-        }
-        Err(e) => vec![Err(e)],
-    }
 }
 
 /// A chunk's model input and its segments' (pooled tokens, input positions).
