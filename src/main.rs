@@ -354,8 +354,18 @@ fn main() -> Result<()> {
         }
         _ => {}
     }
+    // before any thread starts: the allocator's setting for model inference (see its doc)
+    let kept_heap = runs_model(&cli.cmd) && docpipe_worker::device::keep_freed_memory();
     init_logging(&cli.common.log_format);
+    if kept_heap {
+        tracing::debug!("allocator: freed memory kept for the next batch (DOCPIPE_CPU_KEEP_HEAP=0 to not)");
+    }
     tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(async_main(cli))
+}
+
+/// Commands that load the model and run batches through it.
+fn runs_model(cmd: &Cmd) -> bool {
+    matches!(cmd, Cmd::Worker { .. } | Cmd::Run { .. } | Cmd::Labels { .. } | Cmd::Eval { .. } | Cmd::Search { .. })
 }
 
 fn init_logging(format: &str) {

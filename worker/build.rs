@@ -1,14 +1,17 @@
 //! Bake libtorch's library directory into the binary's run path, so `docpipe` runs without
 //! LD_LIBRARY_PATH, and compile our C++ against libtorch's headers: the CPU's fused RMSNorm
-//! (`csrc/cpu_norm.cpp`) and the packed FlashAttention shim (`csrc/flash_varlen.cpp`, where
-//! the op's header exists). `LIBTORCH` is the same variable torch-sys builds against; without
-//! it both are left out, and the model uses libtorch's ops instead (`cpu_norm`, `flash`).
+//! and GeGLU (`csrc/cpu_norm.cpp`, `csrc/cpu_geglu.cpp`) and the packed FlashAttention shim
+//! (`csrc/flash_varlen.cpp`, where the op's header exists). `LIBTORCH` is the same variable
+//! torch-sys builds against; without it these are left out, and the model uses libtorch's ops
+//! instead (`cpu_norm`, `cpu_geglu`, `flash`).
 use std::path::Path;
 
 fn main() {
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     println!("cargo:rerun-if-changed=csrc/flash_varlen.cpp");
     println!("cargo:rerun-if-changed=csrc/cpu_norm.cpp");
+    println!("cargo:rerun-if-changed=csrc/cpu_geglu.cpp");
+    println!("cargo:rerun-if-changed=csrc/cpu_common.h");
     println!("cargo::rustc-check-cfg=cfg(flash_shim)");
     println!("cargo::rustc-check-cfg=cfg(cpu_kernels)");
     let Ok(dir) = std::env::var("LIBTORCH") else { return };
@@ -27,10 +30,15 @@ fn main() {
         .include(include.join("torch/csrc/api/include"))
         .flag("-std=c++17")
         .flag("-O3")
-        .flag("-fopenmp-simd")
+        // OpenMP, for at::parallel_for: without it ATen's header runs the loop on one thread
+        .flag("-fopenmp")
+        // the kernels use no floating-point exceptions: lets the compiler vectorise loops with
+        // comparisons in them (GeGLU's clamps, bf16's NaN test); results do not change
+        .flag("-fno-trapping-math")
         .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
         .flag("-DGLOG_USE_GLOG_EXPORT")
-        .file("csrc/cpu_norm.cpp");
+        .file("csrc/cpu_norm.cpp")
+        .file("csrc/cpu_geglu.cpp");
     if flash {
         build.file("csrc/flash_varlen.cpp");
     }
@@ -38,6 +46,8 @@ fn main() {
     println!("cargo:rustc-link-search=native={dir}/lib");
     println!("cargo:rustc-link-lib=dylib=torch_cpu");
     println!("cargo:rustc-link-lib=dylib=c10");
+    // the OpenMP runtime libtorch uses (its libgomp.so.1, found at run time through the rpath)
+    println!("cargo:rustc-link-lib=dylib=gomp");
     println!("cargo:rustc-cfg=cpu_kernels");
     if flash {
         println!("cargo:rustc-cfg=flash_shim");

@@ -19,38 +19,13 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <exception>
 #include <stdexcept>
+
+#include "cpu_common.h"
 
 namespace {
 
-inline float bf16_to_float(uint16_t v) {
-  uint32_t bits = uint32_t(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-// Round to nearest even, as c10::BFloat16 does; NaN stays NaN.
-inline uint16_t float_to_bf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
-  return f != f ? uint16_t(0x7FC0) : uint16_t(rounded);
-}
-
-struct F32 {
-  using T = float;
-  static float load(T v) { return v; }
-  static T store(float f) { return f; }
-};
-
-struct BF16 {
-  using T = uint16_t;
-  static float load(T v) { return bf16_to_float(v); }
-  static T store(float f) { return float_to_bf16(f); }
-};
+using namespace docpipe;
 
 template <class P>
 inline float inv_rms(const typename P::T *x, int64_t d, float eps) {
@@ -106,8 +81,6 @@ inline void norm_rope_row(const typename P::T *x, const float *s, const typename
   }
 }
 
-#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-
 CLONES void norm_rows_f32(const float *x, const float *s, float *y, int64_t b, int64_t e, int64_t d, float eps) {
   for (int64_t r = b; r < e; r++) norm_row<F32>(x + r * d, s, y + r * d, d, eps);
 }
@@ -161,14 +134,6 @@ void check_scale(const at::Tensor &s, int64_t d, const char *what) {
   if (!s.device().is_cpu() || !s.is_contiguous() || s.scalar_type() != at::kFloat || s.dim() != 1 ||
       s.size(0) != d)
     throw std::invalid_argument(std::string(what) + ": expected contiguous fp32 [last dim of x]");
-}
-
-int fail(const std::exception &e, char *err, size_t err_len) {
-  if (err_len > 0) {
-    std::strncpy(err, e.what(), err_len - 1);
-    err[err_len - 1] = '\0';
-  }
-  return 1;
 }
 
 constexpr int64_t GRAIN_ROWS = 32;

@@ -15,6 +15,12 @@ use std::time::Instant;
 use docpipe_worker::{device, Precision, SentenceEmbedder};
 
 fn main() {
+    // as `docpipe` sets the allocator up, and on a thread of its own, as the worker runs its model
+    device::keep_freed_memory();
+    std::thread::spawn(run).join().expect("bench thread panicked");
+}
+
+fn run() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 6 {
         eprintln!("usage: forward_bench MODEL_DIR fp32|bf16 BATCH SEQ_LEN REPS [IDS.jsonl]");

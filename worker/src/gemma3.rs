@@ -33,7 +33,7 @@ use std::path::Path;
 use serde::Deserialize;
 use tch::{Device, Kind, TchError, Tensor};
 
-use crate::{cpu_norm, flash, gemm_attention};
+use crate::{cpu_geglu, cpu_norm, flash, gemm_attention};
 
 type R<T> = Result<T, TchError>;
 
@@ -357,7 +357,9 @@ struct Mlp {
     /// gate and up projections stacked: `[2·intermediate, hidden]`, one GEMM
     gate_up: Tensor,
     down: Tensor,
-    intermediate: i64,
+    /// On the CPU, the activation in one pass ([`cpu_geglu`]); `DOCPIPE_FUSED_GEGLU=0` turns
+    /// it off (to compare).
+    cpu_kernel: bool,
 }
 
 impl Mlp {
@@ -368,14 +370,16 @@ impl Mlp {
         Ok(Self {
             gate_up: Tensor::f_cat(&[gate, up], 0)?,
             down: w.take(&format!("{p}.down_proj.weight"), &[h, i])?,
-            intermediate: i as i64,
+            cpu_kernel: w.device == Device::Cpu
+                && cpu_norm::available()
+                && std::env::var("DOCPIPE_FUSED_GEGLU").map_or(true, |v| v != "0"),
         })
     }
 
     fn forward(&self, x: &Tensor) -> R<Tensor> {
         let gate_up = x.f_linear(&self.gate_up, None::<Tensor>)?;
-        let gate = gate_up.f_narrow(-1, 0, self.intermediate)?.f_gelu("tanh")?;
-        gate.f_mul(&gate_up.f_narrow(-1, self.intermediate, self.intermediate)?)?.f_linear(&self.down, None::<Tensor>)
+        let act = if self.cpu_kernel { cpu_geglu::geglu(&gate_up)? } else { cpu_geglu::reference(&gate_up)? };
+        act.f_linear(&self.down, None::<Tensor>)
     }
 }
 
@@ -414,9 +418,9 @@ impl Layer {
 
 /// Which keys each query may attend to.
 enum Mask {
-    /// Boolean `[batch, 1, len, len]`.
+    /// Additive (0 or −∞, in the model's precision) `[batch, 1, len, len]`.
     Dense(Tensor),
-    /// Boolean `[batch · blocks, 1, block, 3 · block]` (see [`Attention::banded`]).
+    /// Additive `[batch · blocks, 1, block, 3 · block]` (see [`Attention::banded`]).
     Banded { block: i64, mask: Tensor },
     /// Packed tokens: sequences delimited by `cu_seqlens`, keys within `window` each side.
     Packed { cu_seqlens: Tensor, max_len: i64, window: Option<i64>, kernel: PackedKernel },
@@ -588,10 +592,16 @@ impl Gemma3Encoder {
             (ids.shallow_clone(), valid.shallow_clone())
         };
         let mut x = Tensor::f_embedding(&self.embed_tokens, &ids, -1, false, false)?.f_mul(&self.embed_scale)?;
-        let full_mask = Mask::Dense(self.full_mask(&valid, padded)?);
+        // additive once per pass: given a boolean mask, libtorch's attention converts it on
+        // every layer (2 % of a bf16 pass on the CPU)
+        let additive = |allowed: Tensor| -> R<Tensor> {
+            Tensor::f_zeros(allowed.size().as_slice(), (self.kind, self.device))?
+                .f_masked_fill(&allowed.f_logical_not()?, f64::NEG_INFINITY)
+        };
+        let full_mask = Mask::Dense(additive(self.full_mask(&valid, padded)?)?);
         let sliding_mask = match block {
-            Some(b) => Mask::Banded { block: b, mask: self.band_mask(&valid, padded, b)? },
-            None => Mask::Dense(self.sliding_mask(&valid, padded)?),
+            Some(b) => Mask::Banded { block: b, mask: additive(self.band_mask(&valid, padded, b)?)? },
+            None => Mask::Dense(additive(self.sliding_mask(&valid, padded)?)?),
         };
         let rope_global = self.rope_global.tables(padded, None, self.kind)?;
         let rope_local = self.rope_local.tables(padded, None, self.kind)?;

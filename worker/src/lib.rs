@@ -22,6 +22,7 @@
 //! [`flash`] the packed FlashAttention it uses on CUDA, [`device`] picks CPU or CUDA and the
 //! precision.
 
+pub mod cpu_geglu;
 pub mod cpu_norm;
 pub mod device;
 pub mod embedder;
