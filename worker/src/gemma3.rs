@@ -14,7 +14,8 @@
 //! ```
 //! Every size comes from `config.json`; RMSNorms use Gemma's `x · (1 + w)` in fp32 (on CUDA,
 //! libtorch's fused `rms_norm` with `1 + w` in the model's precision; on the CPU, our one-pass
-//! kernel, fused with the residual add before the next norm: [`cpu_norm`]).
+//! kernel, fused with the residual add before the next norm: [`cpu_norm`]); GeGLU on the
+//! CPU is one pass too ([`cpu_geglu`]).
 //!
 //! Attention runs in one of these forms ([`AttentionImpl`]), all computing the same thing:
 //! `Packed` (CUDA, fp16/bf16) lays the real tokens end to end and runs FlashAttention over
