@@ -142,14 +142,14 @@ pub async fn backfill_terms(pool: &PgPool) -> Result<usize> {
     Ok(ids.len())
 }
 
+/// Padded tokens per forward pass of [`backfill_standalone`] (the worker's CPU default).
+const BACKFILL_BATCH_TOKENS: usize = 8192;
+
 /// Embed on their own the segments stored without a standalone embedding (before migration
 /// 0007, or by a worker run with `--standalone-segments false`), and relabel their documents.
 /// The segment's text is tokenized afresh (the worker reuses the chunk's tokens, which can
 /// differ at the edges). The model is loaded only when there is something to embed. A segment
 /// that fails alone is logged and stays NULL. Returns the number of segments embedded.
-/// Padded tokens per forward pass of [`backfill_standalone`] (the worker's CPU default).
-const BACKFILL_BATCH_TOKENS: usize = 8192;
-
 pub async fn backfill_standalone(pool: &PgPool, load: impl FnOnce() -> Result<SentenceEmbedder>) -> Result<usize> {
     let docs: Vec<(Uuid, String)> = sqlx::query_as(
         "SELECT d.id, d.text FROM documents d

@@ -4,7 +4,8 @@
 //! Inputs are the first BATCH lines of IDS.jsonl (`{"input_ids": [...]}`, e.g. real contract
 //! chunks), or synthetic ids when absent. `BENCH_DEVICE` picks the device (`cpu`, default, or
 //! `cuda[:N]`). Prints one JSON line; `peak_bytes` is the memory held at the end (CUDA) or the
-//! peak resident memory of the timed passes (CPU).
+//! peak resident memory of the timed passes (CPU); `keep_heap` whether the allocator keeps freed
+//! memory, as `docpipe` sets it up for its model commands (`DOCPIPE_CPU_KEEP_HEAP=0` to not).
 //! `BENCH_ATTENTION=packed|packed-gemm|packed-reference|banded|dense` overrides the model's
 //! choice of attention (packed FlashAttention on CUDA in fp16/bf16, packed-gemm on the CPU in
 //! bf16 without AMX, else banded; dense is the reference form, to compare speed);
@@ -16,11 +17,11 @@ use docpipe_worker::{device, Precision, SentenceEmbedder};
 
 fn main() {
     // as `docpipe` sets the allocator up, and on a thread of its own, as the worker runs its model
-    device::keep_freed_memory();
-    std::thread::spawn(run).join().expect("bench thread panicked");
+    let keep_heap = device::keep_freed_memory();
+    std::thread::spawn(move || run(keep_heap)).join().expect("bench thread panicked");
 }
 
-fn run() {
+fn run(keep_heap: bool) {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 6 {
         eprintln!("usage: forward_bench MODEL_DIR fp32|bf16 BATCH SEQ_LEN REPS [IDS.jsonl]");
@@ -69,7 +70,7 @@ fn run() {
     let secs = t0.elapsed().as_secs_f64();
     let peak = device::peak_since_reset(device).unwrap_or(0);
     println!(
-        "{{\"impl\":\"docpipe\",\"dtype\":\"{}\",\"device\":\"{choice}\",\"attention\":\"{}\",\"threads\":{},\"batch\":{batch},\"tokens\":{},\"seconds\":{secs:.3},\"tokens_per_s\":{:.1},\"peak_bytes\":{peak}}}",
+        "{{\"impl\":\"docpipe\",\"dtype\":\"{}\",\"device\":\"{choice}\",\"attention\":\"{}\",\"threads\":{},\"batch\":{batch},\"tokens\":{},\"seconds\":{secs:.3},\"tokens_per_s\":{:.1},\"peak_bytes\":{peak},\"keep_heap\":{keep_heap}}}",
         precision.name(),
         model.attention(),
         tch::get_num_threads(),

@@ -169,9 +169,9 @@ pub fn precision(spec: &str, device: Device) -> Result<Precision, DeviceError> {
 /// those with fresh `mmap`s and unmaps them on free, and a thread's own arena hands a heap
 /// back to the kernel as soon as it is empty, so every layer page-faults and zero-fills its
 /// activations again: on a 2-core Xeon with AMX, ~380 k page faults per pass of 4 × 2048
-/// tokens, and ~15 % of the perf samples of a forward_bench run (`clear_page_erms`,
-/// `exc_page_fault`, page-table locks). Here
-/// allocations never use `mmap` (`M_MMAP_MAX = 0`), the heap top is not trimmed
+/// tokens (`perf stat -e page-faults` on forward_bench; ~41 k with this setting), ~15 % of
+/// the perf samples of a forward_bench run (`clear_page_erms`, `exc_page_fault`, locks).
+/// Here allocations never use `mmap` (`M_MMAP_MAX = 0`), the heap top is not trimmed
 /// (`M_TRIM_THRESHOLD`), and all threads share the main arena (`M_ARENA_MAX = 1`, which only
 /// holds for threads that have not allocated yet — hence first thing in `main`); the model's
 /// thread then reuses the same memory pass after pass. The process holds the peak of its
