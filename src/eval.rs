@@ -69,9 +69,14 @@ pub struct Segment {
 /// training positives.
 pub struct Doc {
     pub segments: Vec<Segment>,
-    pub gold: BTreeMap<String, Vec<Vec<usize>>>,
-    pub positives: BTreeMap<String, BTreeSet<usize>>,
+    pub gold: Gold,
+    pub positives: Positives,
 }
+
+/// Per category, the segments each gold clause matches.
+pub type Gold = BTreeMap<String, Vec<Vec<usize>>>;
+/// Per category, the training positives.
+pub type Positives = BTreeMap<String, BTreeSet<usize>>;
 
 /// Gold clauses per (file name, category), from a `cuad_labels.tsv`-format file. The CUAD
 /// artifact column `X- Answer` is folded into `X`.
@@ -158,6 +163,49 @@ fn overlaps_enough(a: &Range<usize>, b: &Range<usize>) -> bool {
     inter > 0 && inter * 2 >= a.len().min(b.len())
 }
 
+/// Per category, the segments each gold clause matches (one list per clause, empty when the
+/// clause is not in the text), and the training positives: the segments a located clause
+/// covers at least [`POSITIVE_COVER`] of (its first 3 occurrences), and the matching segments.
+/// Also returns how many clauses were not located.
+fn gold_and_positives<'a>(
+    text: &str,
+    segments: &[Segment],
+    clauses: impl Iterator<Item = (&'a String, &'a Vec<String>)>,
+) -> (Gold, Positives, usize) {
+    let spaced = normalise(text, false);
+    let alnum = normalise(text, true);
+    let (mut gold, mut positives, mut unlocated) = (BTreeMap::new(), BTreeMap::new(), 0);
+    for (cat, texts) in clauses {
+        let mut per_clause = Vec::new();
+        let pos: &mut BTreeSet<usize> = positives.entry(cat.clone()).or_default();
+        for clause in texts {
+            let at = locate_clause(&spaced, &alnum, clause);
+            if at.is_empty() {
+                unlocated += 1;
+            }
+            for o in at.iter().take(3) {
+                for (i, seg) in segments.iter().enumerate() {
+                    let inter = seg.chars.end.min(o.end).saturating_sub(seg.chars.start.max(o.start));
+                    if inter > 0 && inter as f64 >= POSITIVE_COVER * seg.chars.len() as f64 {
+                        pos.insert(i);
+                    }
+                }
+            }
+            let matching: Vec<usize> = segments
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| at.iter().any(|o| overlaps_enough(&s.chars, o)))
+                .map(|(i, _)| i)
+                .collect();
+            // the segments the evaluation counts as finding this clause are positives too
+            pos.extend(matching.iter().copied());
+            per_clause.push(matching);
+        }
+        gold.insert(cat.clone(), per_clause);
+    }
+    (gold, positives, unlocated)
+}
+
 /// Load the labelled documents of `bucket` (matched by file name) with their segments.
 pub async fn load_docs(
     pool: &PgPool,
@@ -196,41 +244,9 @@ pub async fn load_docs(
                 terms: terms.unwrap_or_default(),
             })
             .collect();
-        let spaced = normalise(&text, false);
-        let alnum = normalise(&text, true);
-        let mut gold = BTreeMap::new();
-        let mut positives = BTreeMap::new();
-        for ((f, cat), clauses) in labels.range((file.clone(), String::new())..) {
-            if f != &file {
-                break;
-            }
-            let mut per_clause = Vec::new();
-            for clause in clauses {
-                let at = locate_clause(&spaced, &alnum, clause);
-                if at.is_empty() {
-                    unlocated += 1;
-                }
-                let pos = positives.entry(cat.clone()).or_insert_with(BTreeSet::new);
-                for o in at.iter().take(3) {
-                    for (i, seg) in segments.iter().enumerate() {
-                        let inter = seg.chars.end.min(o.end).saturating_sub(seg.chars.start.max(o.start));
-                        if inter > 0 && inter as f64 >= POSITIVE_COVER * seg.chars.len() as f64 {
-                            pos.insert(i);
-                        }
-                    }
-                }
-                let matching: Vec<usize> = segments
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, s)| at.iter().any(|o| overlaps_enough(&s.chars, o)))
-                    .map(|(i, _)| i)
-                    .collect();
-                // the segments the evaluation counts as finding this clause are positives too
-                pos.extend(matching.iter().copied());
-                per_clause.push(matching);
-            }
-            gold.insert(cat.clone(), per_clause);
-        }
+        let clauses = labels.range((file.clone(), String::new())..).take_while(|((f, _), _)| f == &file);
+        let (gold, positives, missing) = gold_and_positives(&text, &segments, clauses.map(|((_, c), v)| (c, v)));
+        unlocated += missing;
         docs.push(Doc { segments, gold, positives });
     }
     Ok((docs, unlocated))
@@ -644,6 +660,27 @@ mod tests {
         assert!(overlaps_enough(&(0..10), &(5..100)));
         assert!(!overlaps_enough(&(0..10), &(8..100)));
         assert!(!overlaps_enough(&(0..10), &(10..20)));
+    }
+
+    #[test]
+    fn positives_are_covered_or_matching_segments() {
+        // segment 1 holds most of the clause (a match); segment 2 holds its last 7 characters,
+        // over 10 % of the segment but under half of the clause (a positive, not a match)
+        let text = "Intro text here. Governing law is New York law. Then a long tail follows the clause.";
+        let seg = |r: Range<usize>| Segment { chars: r, embedding: vec![], terms: vec![] };
+        let segments = vec![seg(0..16), seg(17..40), seg(40..84)];
+        let cat = "Governing Law".to_string();
+        let clauses = vec!["governing law is  New York law.".to_string(), "Delaware".to_string()];
+        let (gold, pos, missing) = gold_and_positives(text, &segments, std::iter::once((&cat, &clauses)));
+        assert_eq!(gold[&cat], vec![vec![1], vec![]]);
+        assert_eq!(pos[&cat], BTreeSet::from([1, 2]));
+        assert_eq!(missing, 1);
+        // a match that covers under 10 % of its segment is still a positive
+        let segments = vec![seg(0..84)];
+        let clauses = vec!["law".to_string()];
+        let (gold, pos, _) = gold_and_positives(text, &segments, std::iter::once((&cat, &clauses)));
+        assert_eq!(gold[&cat], vec![vec![0]]);
+        assert_eq!(pos[&cat], BTreeSet::from([0]));
     }
 
     #[test]
