@@ -164,8 +164,9 @@ fn overlaps_enough(a: &Range<usize>, b: &Range<usize>) -> bool {
 }
 
 /// Per category, the segments each gold clause matches (one list per clause, empty when the
-/// clause is not in the text), and the training positives: the segments a located clause
-/// covers at least [`POSITIVE_COVER`] of (its first 3 occurrences), and the matching segments.
+/// clause is not in the text), and the training positives: the segments that one of the
+/// clause's first 3 occurrences covers at least [`POSITIVE_COVER`] of, and the matching
+/// segments (any occurrence, as the evaluation counts them).
 /// Also returns how many clauses were not located.
 fn gold_and_positives<'a>(
     text: &str,
