@@ -24,13 +24,16 @@
 //!
 //! Its positives are the segments that a located gold clause covers at least 10 % of, and the
 //! segments that match a gold clause (the rule above). The presence threshold maximises F1 on
-//! the training documents.
+//! the training documents. All categories are fitted at once by full-batch gradient descent,
+//! each step two matrix products over the training segments (see [`learn`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use ndarray::linalg::general_mat_mul;
+use ndarray::{Array2, Axis};
 use pgvector::Vector;
 use rayon::prelude::*;
 use sqlx::PgPool;
@@ -299,7 +302,7 @@ impl Scorer {
                     + self.position[1] * p[1]
                     + self.lexical(&seg.terms)
                     + b;
-                1.0 / (1.0 + (-z.clamp(-50.0, 50.0)).exp())
+                sigmoid(z)
             }
         }
     }
@@ -356,81 +359,6 @@ impl Vocabulary {
     }
 }
 
-/// One training row: embedding, position features, lexical columns and their value.
-struct Row<'a> {
-    embedding: &'a [f32],
-    position: [f32; 2],
-    lexical: (Vec<usize>, f32),
-}
-
-/// Learn one category's scorer from training documents (see the module docs).
-fn learn_one(train: &[&Doc], rows: &[Row], vocab: &Vocabulary, cat: &StoredCategory) -> Scorer {
-    let dim = cat.query.len();
-    let y: Vec<f32> = train
-        .iter()
-        .flat_map(|d| {
-            let pos = d.positives.get(&cat.name);
-            (0..d.segments.len()).map(move |i| pos.is_some_and(|p| p.contains(&i)) as u8 as f32)
-        })
-        .collect();
-    let n_pos = y.iter().filter(|&&v| v > 0.5).count();
-    let prior: Vec<f32> = cat.query.iter().map(|q| q * GAMMA).collect();
-    if n_pos == 0 {
-        // nothing to learn from: the query's ranking, never present
-        return Scorer { weights: prior, position: [0.0; 2], terms: HashMap::new(), bias: Some(-50.0), threshold: 1.0 };
-    }
-    // class-balanced weights, normalised to mean 1
-    let n = rows.len() as f32;
-    let w_pos = (n - n_pos as f32) / n_pos as f32;
-    let mean_w = (n_pos as f32 * w_pos + (n - n_pos as f32)) / n;
-    let (w_pos, w_neg) = (w_pos / mean_w, 1.0 / mean_w);
-    let mut w = prior.clone();
-    let mut p = [0f32; 2];
-    let mut b = 0f32;
-    let mut lex = vec![0f32; vocab.terms.len()];
-    let mut grad = vec![0f32; dim];
-    let mut lex_grad = vec![0f32; vocab.terms.len()];
-    for _ in 0..STEPS {
-        grad.iter_mut().for_each(|g| *g = 0.0);
-        lex_grad.iter_mut().for_each(|g| *g = 0.0);
-        let (mut gp, mut gb) = ([0f32; 2], 0f32);
-        for (row, &y) in rows.iter().zip(&y) {
-            let (cols, v) = &row.lexical;
-            let x = row.position;
-            let z =
-                dot(row.embedding, &w) + p[0] * x[0] + p[1] * x[1] + cols.iter().map(|&c| lex[c]).sum::<f32>() * v + b;
-            let r = (1.0 / (1.0 + (-z.clamp(-50.0, 50.0)).exp()) - y) * if y > 0.5 { w_pos } else { w_neg };
-            for (g, e) in grad.iter_mut().zip(row.embedding) {
-                *g += r * e;
-            }
-            for &c in cols {
-                lex_grad[c] += r * v;
-            }
-            gp[0] += r * x[0];
-            gp[1] += r * x[1];
-            gb += r;
-        }
-        for ((wi, g), w0) in w.iter_mut().zip(&grad).zip(&prior) {
-            *wi -= LEARNING_RATE * (g / n + L2 * (*wi - w0));
-        }
-        for (l, g) in lex.iter_mut().zip(&lex_grad) {
-            *l -= LEXICAL_LEARNING_RATE * (g / n + LEXICAL_L2 * *l);
-        }
-        for k in 0..2 {
-            p[k] -= LEARNING_RATE * (gp[k] / n + L2 * p[k]);
-        }
-        b -= LEARNING_RATE * gb / n;
-    }
-    // keep the KEEP_TERMS strongest term weights: what is stored is what is evaluated
-    let mut strongest: Vec<(i32, f32)> = vocab.terms.iter().copied().zip(lex).filter(|(_, l)| *l != 0.0).collect();
-    strongest.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()).then(a.0.cmp(&b.0)));
-    strongest.truncate(KEEP_TERMS);
-    let mut s =
-        Scorer { weights: w, position: p, terms: strongest.into_iter().collect(), bias: Some(b), threshold: 0.0 };
-    s.threshold = best_threshold(train.iter().map(|d| (ranking(d, &s).1, has(d, &cat.name))));
-    s
-}
-
 fn has(d: &Doc, cat: &str) -> bool {
     d.gold.get(cat).is_some_and(|c| !c.is_empty())
 }
@@ -456,15 +384,183 @@ fn best_threshold(points: impl Iterator<Item = (f32, bool)>) -> f32 {
     best_t
 }
 
-/// Learn every category's scorer from `docs` (categories in parallel, on rayon's threads).
+/// The training segments in the learner's layout, one row per segment.
+struct Design {
+    /// Dense features, one row per segment: the embedding, the two position features, and a
+    /// constant 1 for the bias.
+    x: Array2<f32>,
+    /// Per row: the lexical columns of its terms, and the value each has.
+    lexical: Vec<(Vec<usize>, f32)>,
+    /// Per lexical column: the rows that have it (`lexical` transposed).
+    rows_with: Vec<Vec<usize>>,
+}
+
+impl Design {
+    fn new(train: &[&Doc], vocab: &Vocabulary, dim: usize) -> Self {
+        let segments: Vec<(usize, &Segment)> = train.iter().flat_map(|d| d.segments.iter().enumerate()).collect();
+        let mut x = Array2::zeros((segments.len(), dim + 3));
+        let mut lexical = Vec::with_capacity(segments.len());
+        let mut rows_with = vec![Vec::new(); vocab.terms.len()];
+        for (r, (i, seg)) in segments.into_iter().enumerate() {
+            let mut row = x.row_mut(r);
+            for (a, &e) in row.iter_mut().take(dim).zip(&seg.embedding) {
+                *a = e;
+            }
+            let [p0, p1] = position(i);
+            row[dim] = p0;
+            row[dim + 1] = p1;
+            row[dim + 2] = 1.0;
+            let (cols, v) = vocab.features(&seg.terms);
+            for &c in &cols {
+                rows_with[c].push(r);
+            }
+            lexical.push((cols, v));
+        }
+        Design { x, lexical, rows_with }
+    }
+}
+
+fn sigmoid(z: f32) -> f32 {
+    1.0 / (1.0 + (-z.clamp(-50.0, 50.0)).exp())
+}
+
+/// Learn every category's scorer from `docs` (see the module docs). All categories are fitted
+/// together by full-batch gradient descent: each step is two matrix products over the
+/// training segments (segments × features · features × categories, and its transpose), by
+/// blocks of rows on rayon's threads, plus the sparse lexical terms.
 pub fn learn(docs: &[&Doc], cats: &[StoredCategory]) -> Vec<Scorer> {
+    let Some(dim) = cats.first().map(|c| c.query.len()) else { return Vec::new() };
     let vocab = Vocabulary::new(docs);
-    let rows: Vec<Row> = docs
+    let design = Design::new(docs, &vocab, dim);
+    let (n, width, ncat, nterms) = (design.x.nrows(), dim + 3, cats.len(), vocab.terms.len());
+
+    // targets, and class weights per category: balanced, normalised to mean 1
+    let mut y = Array2::<f32>::zeros((n, ncat));
+    let mut r = 0;
+    for d in docs {
+        for (k, c) in cats.iter().enumerate() {
+            for &i in d.positives.get(&c.name).into_iter().flatten() {
+                if i < d.segments.len() {
+                    y[[r + i, k]] = 1.0;
+                }
+            }
+        }
+        r += d.segments.len();
+    }
+    let n_pos: Vec<usize> = y.columns().into_iter().map(|c| c.iter().filter(|&&v| v > 0.5).count()).collect();
+    let class_weight: Vec<(f32, f32)> = n_pos
         .iter()
-        .flat_map(|d| d.segments.iter().enumerate())
-        .map(|(i, seg)| Row { embedding: &seg.embedding, position: position(i), lexical: vocab.features(&seg.terms) })
+        .map(|&p| {
+            let (nf, pf) = (n as f32, p as f32);
+            let w_pos = if p > 0 { (nf - pf) / pf } else { 0.0 };
+            let mean = (pf * w_pos + (nf - pf)) / nf;
+            if mean > 0.0 {
+                (w_pos / mean, 1.0 / mean)
+            } else {
+                (1.0, 1.0)
+            }
+        })
         .collect();
-    cats.par_iter().map(|c| learn_one(docs, &rows, &vocab, c)).collect()
+
+    // weights: rows are features, columns categories; the embedding rows start at and are
+    // pulled towards GAMMA * query, the position rows towards 0, the bias row is free
+    let mut prior = Array2::<f32>::zeros((width, ncat));
+    for (k, c) in cats.iter().enumerate() {
+        for (j, q) in c.query.iter().enumerate().take(dim) {
+            prior[[j, k]] = GAMMA * q;
+        }
+    }
+    let mut w = prior.clone();
+    let l2: Vec<f32> = (0..width).map(|j| if j < dim + 2 { L2 } else { 0.0 }).collect();
+    let mut lex = vec![0f32; nterms * ncat];
+    let mut resid = Array2::<f32>::zeros((n, ncat));
+    let block = n.div_ceil(rayon::current_num_threads().max(1)).max(1);
+
+    for _ in 0..STEPS {
+        // forward pass and class-weighted residuals, then the dense gradient, by row blocks
+        let blocks: Vec<_> = design
+            .x
+            .axis_chunks_iter(Axis(0), block)
+            .zip(resid.axis_chunks_iter_mut(Axis(0), block))
+            .zip(y.axis_chunks_iter(Axis(0), block))
+            .zip(design.lexical.chunks(block))
+            .collect();
+        let grad = blocks
+            .into_par_iter()
+            .map(|(((xb, mut zb), yb), lb)| {
+                general_mat_mul(1.0, &xb, &w, 0.0, &mut zb);
+                for ((mut z, y), (cols, v)) in zb.rows_mut().into_iter().zip(yb.rows()).zip(lb) {
+                    let z = z.as_slice_mut().expect("rows of a standard-layout array are contiguous");
+                    for &c in cols {
+                        for (zk, l) in z.iter_mut().zip(&lex[c * ncat..(c + 1) * ncat]) {
+                            *zk += l * v;
+                        }
+                    }
+                    for ((zk, &yk), &(wp, wn)) in z.iter_mut().zip(y).zip(&class_weight) {
+                        *zk = (sigmoid(*zk) - yk) * if yk > 0.5 { wp } else { wn };
+                    }
+                }
+                xb.t().dot(&zb)
+            })
+            .reduce(|| Array2::zeros((width, ncat)), |a, b| a + b);
+        // lexical gradient, by term
+        let res = resid.as_slice().expect("a new array is in standard layout");
+        let mut lex_grad = vec![0f32; nterms * ncat];
+        lex_grad.par_chunks_mut(ncat).zip(&design.rows_with).for_each(|(g, rows)| {
+            for &r in rows {
+                let v = design.lexical[r].1;
+                for (gk, &rk) in g.iter_mut().zip(&res[r * ncat..(r + 1) * ncat]) {
+                    *gk += rk * v;
+                }
+            }
+        });
+        let nf = n as f32;
+        for ((wj, gj), (pj, &l2j)) in w.rows_mut().into_iter().zip(grad.rows()).zip(prior.rows().into_iter().zip(&l2)) {
+            for ((wi, g), p) in wj.into_iter().zip(gj).zip(pj) {
+                *wi -= LEARNING_RATE * (g / nf + l2j * (*wi - p));
+            }
+        }
+        for (l, g) in lex.iter_mut().zip(&lex_grad) {
+            *l -= LEXICAL_LEARNING_RATE * (g / nf + LEXICAL_L2 * *l);
+        }
+    }
+
+    cats.par_iter()
+        .enumerate()
+        .map(|(k, cat)| {
+            if n_pos[k] == 0 {
+                // nothing to learn from: the query's ranking, never present
+                let weights = prior.column(k).iter().take(dim).copied().collect();
+                return Scorer {
+                    weights,
+                    position: [0.0; 2],
+                    terms: HashMap::new(),
+                    bias: Some(-50.0),
+                    threshold: 1.0,
+                };
+            }
+            let col = w.column(k);
+            // keep the KEEP_TERMS strongest term weights: what is stored is what is evaluated
+            let mut strongest: Vec<(i32, f32)> = vocab
+                .terms
+                .iter()
+                .enumerate()
+                .map(|(t, &term)| (term, lex[t * ncat + k]))
+                .filter(|(_, l)| *l != 0.0)
+                .collect();
+            strongest.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()).then(a.0.cmp(&b.0)));
+            strongest.truncate(KEEP_TERMS);
+            let mut s = Scorer {
+                weights: col.iter().take(dim).copied().collect(),
+                position: [col[dim], col[dim + 1]],
+                terms: strongest.into_iter().collect(),
+                bias: Some(col[dim + 2]),
+                threshold: 0.0,
+            };
+            s.threshold = best_threshold(docs.iter().map(|d| (ranking(d, &s).1, has(d, &cat.name))));
+            s
+        })
+        .collect()
 }
 
 #[derive(Default, Clone, Copy)]
@@ -682,6 +778,53 @@ mod tests {
         let (gold, pos, _) = gold_and_positives(text, &segments, std::iter::once((&cat, &clauses)));
         assert_eq!(gold[&cat], vec![vec![0]]);
         assert_eq!(pos[&cat], BTreeSet::from([0]));
+    }
+
+    /// Two categories fitted together: "A" is told apart by the embedding alone, "B" by a
+    /// lexical term alone (its positives have the same embeddings as negatives); each learned
+    /// scorer must rank its own positives first, on documents it was not learned from.
+    #[test]
+    fn learner_fits_embedding_and_lexical_signals_per_category() {
+        let dim = 4;
+        let query = |k: usize| {
+            let mut q = vec![0.1; dim];
+            q[k] = 0.5;
+            q
+        };
+        let cats: Vec<StoredCategory> = ["A", "B"]
+            .iter()
+            .enumerate()
+            .map(|(k, n)| StoredCategory { name: n.to_string(), query: query(k) })
+            .collect();
+        let doc = |seed: usize| {
+            // segment 3: category A (embedding axis 2); segment 5: category B (term 7)
+            let segments: Vec<Segment> = (0..8)
+                .map(|i| {
+                    let mut e = vec![0.5; dim];
+                    e[(i + seed) % 2] = 0.7;
+                    if i == 3 {
+                        e[2] = 1.0;
+                    }
+                    let terms = if i == 5 { vec![7, 1] } else { vec![100 + i as i32, 1] };
+                    Segment { chars: i * 10..i * 10 + 10, embedding: e, terms }
+                })
+                .collect();
+            let gold = BTreeMap::from([("A".to_string(), vec![vec![3]]), ("B".to_string(), vec![vec![5]])]);
+            let positives =
+                BTreeMap::from([("A".to_string(), BTreeSet::from([3])), ("B".to_string(), BTreeSet::from([5]))]);
+            Doc { segments, gold, positives }
+        };
+        let train: Vec<Doc> = (0..6).map(doc).collect();
+        let scorers = learn(&train.iter().collect::<Vec<_>>(), &cats);
+        assert_eq!(scorers.len(), 2);
+        let unseen = doc(7);
+        assert_eq!(ranking(&unseen, &scorers[0]).0[0], 3);
+        assert_eq!(ranking(&unseen, &scorers[1]).0[0], 5);
+        assert!(scorers[1].terms.get(&7).is_some_and(|&w| w > 0.0), "term 7 carries category B");
+        // both are present in every training document: the threshold admits the best segment
+        for s in &scorers {
+            assert!(ranking(&unseen, s).1 >= s.threshold);
+        }
     }
 
     #[test]
