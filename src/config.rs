@@ -77,7 +77,7 @@ pub fn read(path: &Path, known: &BTreeMap<String, (Option<String>, String)>) -> 
     let mut flat = Vec::new();
     for (k, v) in table {
         match v {
-            toml::Value::Table(t) => flat.extend(t.into_iter()),
+            toml::Value::Table(t) => flat.extend(t),
             v => flat.push((k, v)),
         }
     }

@@ -112,7 +112,7 @@ impl Config {
         if cfg.hidden_activation != "gelu_pytorch_tanh" {
             return Err(ModelError::Unsupported(format!("hidden_activation {}", cfg.hidden_activation)));
         }
-        if cfg.num_attention_heads % cfg.num_key_value_heads != 0 {
+        if cfg.num_key_value_heads == 0 || !cfg.num_attention_heads.is_multiple_of(cfg.num_key_value_heads) {
             return Err(ModelError::Unsupported("heads not a multiple of KV heads".into()));
         }
         Ok(cfg)
@@ -222,7 +222,7 @@ impl Rope {
         let exps =
             Tensor::f_arange_start_step(0, head_dim as i64, 2, (Kind::Float, device))?.f_div_scalar(head_dim as f64)?;
         let inv_freq =
-            Tensor::f_full(&[head_dim as i64 / 2], theta, (Kind::Float, device))?.f_pow(&exps)?.f_reciprocal()?;
+            Tensor::f_full([head_dim as i64 / 2], theta, (Kind::Float, device))?.f_pow(&exps)?.f_reciprocal()?;
         Ok(Self { inv_freq })
     }
 

@@ -14,7 +14,7 @@ fn calibration_predicts_the_memory_of_a_larger_pass() {
     let c = calibrate_budget(&model, seq_len, 0.5, 1 << 20).unwrap();
     eprintln!("{c:?}");
     assert!(c.available > 0, "available memory read");
-    assert!(c.budget >= seq_len && c.budget % seq_len == 0, "whole sequences: {c:?}");
+    assert!(c.budget >= seq_len && c.budget.is_multiple_of(seq_len), "whole sequences: {c:?}");
 
     // a pass of 6 sequences needs about 4 more sequences' worth than one of 2
     let seq: Vec<u32> = (0..seq_len).map(|t| 1000 + t as u32).collect();

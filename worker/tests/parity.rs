@@ -2,6 +2,9 @@
 //! written by `scripts/make-golden.py` (sentence-transformers, fp32, CPU) on the same model
 //! files. Needs the model (`make model`; `DOCPIPE_MODEL` overrides the location).
 
+// Spans are passed as slices of ranges, often of one range each.
+#![allow(clippy::single_range_in_vec_init)]
+
 use std::path::PathBuf;
 
 use docpipe_worker::{AttentionImpl, Precision, SentenceEmbedder};
