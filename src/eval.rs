@@ -473,6 +473,7 @@ pub fn learn(docs: &[&Doc], cats: &[StoredCategory]) -> Vec<Scorer> {
     let mut w = prior.clone();
     let l2: Vec<f32> = (0..width).map(|j| if j < dim + 2 { L2 } else { 0.0 }).collect();
     let mut lex = vec![0f32; nterms * ncat];
+    let mut lex_grad = vec![0f32; nterms * ncat];
     let mut resid = Array2::<f32>::zeros((n, ncat));
     let block = n.div_ceil(rayon::current_num_threads().max(1)).max(1);
 
@@ -505,7 +506,7 @@ pub fn learn(docs: &[&Doc], cats: &[StoredCategory]) -> Vec<Scorer> {
             .reduce(|| Array2::zeros((width, ncat)), |a, b| a + b);
         // lexical gradient, by term
         let res = resid.as_slice().expect("a new array is in standard layout");
-        let mut lex_grad = vec![0f32; nterms * ncat];
+        lex_grad.fill(0.0);
         lex_grad.par_chunks_mut(ncat).zip(&design.rows_with).for_each(|(g, rows)| {
             for &r in rows {
                 let v = design.lexical[r].1;
