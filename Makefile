@@ -52,5 +52,5 @@ eval: provision build
 # Forward pass vs sentence-transformers, same chunks and threads, one run (installs the reference).
 bench: libtorch model
 	$(CARGO) build --bin docpipe
-	$(CARGO) build -p docpipe-worker --example forward_bench
+	$(CARGO) build -p docpipe-model --example forward_bench
 	scripts/bench.sh

@@ -124,7 +124,7 @@ pub fn redact(env: &str, value: &str) -> String {
     if upper.contains("SECRET") || upper.contains("PASSWORD") || upper.ends_with("_TOKEN") {
         return "***".into();
     }
-    docpipe_common::redact::url(value)
+    docpipe_ops::redact::url(value)
 }
 
 /// The effective configuration, one line per option: `key = value  # source`.

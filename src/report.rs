@@ -4,11 +4,10 @@
 
 use std::fmt::Write as _;
 
-use anyhow::{Context, Result};
-use sqlx::PgPool;
+use docpipe_store::report::RunFigures;
 use uuid::Uuid;
 
-/// Everything the page shows, read from Postgres.
+/// Everything the page shows, from the figures `docpipe_store::report` reads.
 pub struct Report {
     run_id: Uuid,
     header: Vec<(String, String)>,
@@ -27,157 +26,56 @@ pub struct Report {
     failures: Vec<(String, String, String, i32, String)>,
 }
 
-pub async fn load(pool: &PgPool, run_id: Uuid) -> Result<Report> {
-    let ctx = |what: &str| format!("reading {what} of run {run_id}");
-    let row: (String, String, String, String, Option<String>, i64, i64, i64, i64, i64, i64, f64) = sqlx::query_as(
-        "SELECT trigger, bucket, prefix, to_char(started_at, 'YYYY-MM-DD HH24:MI:SS TZ'),
-                to_char(finished_at, 'YYYY-MM-DD HH24:MI:SS TZ'),
-                documents, done, failed, queued + extracting + embedding, chunks_total, chunks_done, chunks_per_s
-         FROM run_progress WHERE run_id = $1",
-    )
-    .bind(run_id)
-    .fetch_optional(pool)
-    .await
-    .with_context(|| ctx("the run"))?
-    .with_context(|| format!("no run {run_id}"))?;
-    let (trigger, bucket, prefix, started, finished, docs, done, failed, pending, chunks_total, chunks_done, cps) = row;
-    let (tokens, span_s): (Option<i64>, Option<f64>) = sqlx::query_as(
-        "SELECT sum(c.input_tokens)::int8,
-                extract(epoch FROM max(c.created_at) - min(d.ingest_started_at))::float8
-         FROM documents d JOIN chunks c ON c.document_id = d.id WHERE d.run_id = $1",
-    )
-    .bind(run_id)
-    .fetch_one(pool)
-    .await
-    .with_context(|| ctx("tokens"))?;
-    let header = vec![
-        ("run".into(), run_id.to_string()),
-        ("trigger".into(), trigger),
-        ("source".into(), format!("s3://{bucket}/{prefix}")),
-        ("started".into(), started),
-        ("finished".into(), finished.unwrap_or_else(|| "not yet".into())),
-        ("documents".into(), format!("{docs}: {done} done, {failed} failed, {pending} pending")),
-        ("chunks".into(), format!("{chunks_done} of {chunks_total} stored, {cps:.2} chunks/s over the run")),
-        (
-            "tokens".into(),
-            match (tokens, span_s) {
-                (Some(t), Some(s)) if s > 0.0 => {
-                    format!("{t} model input tokens, {:.0} tokens/s end to end", t as f64 / s)
-                }
-                (Some(t), _) => format!("{t} model input tokens"),
-                _ => "none stored".into(),
-            },
-        ),
-    ];
-    let chunk_times: Vec<(f64, f64)> = sqlx::query_as(
-        "SELECT extract(epoch FROM c.created_at - r.started_at)::float8, c.input_tokens::float8
-         FROM chunks c JOIN documents d ON d.id = c.document_id JOIN runs r ON r.id = d.run_id
-         WHERE d.run_id = $1 ORDER BY 1",
-    )
-    .bind(run_id)
-    .fetch_all(pool)
-    .await
-    .with_context(|| ctx("chunk times"))?;
-    let done_times: Vec<(f64,)> = sqlx::query_as(
-        "SELECT extract(epoch FROM d.done_at - r.started_at)::float8
-         FROM documents d JOIN runs r ON r.id = d.run_id
-         WHERE d.run_id = $1 AND d.status = 'done' AND d.done_at IS NOT NULL ORDER BY 1",
-    )
-    .bind(run_id)
-    .fetch_all(pool)
-    .await
-    .with_context(|| ctx("document times"))?;
-    let seconds = |sql: &'static str| async move {
-        let v: Vec<(Option<f64>,)> = sqlx::query_as(sql).bind(run_id).fetch_all(pool).await?;
-        Ok::<Vec<f64>, sqlx::Error>(v.into_iter().filter_map(|(x,)| x).filter(|x| x.is_finite() && *x >= 0.0).collect())
-    };
-    let mut stages = Vec::new();
-    for (name, unit, sql) in [
-        ("text extraction", "per document", "SELECT extract_seconds::float8 FROM documents WHERE run_id = $1"),
-        (
-            "ingest (fetch → chunks published)",
-            "per document",
-            "SELECT extract(epoch FROM extracted_at - ingest_started_at)::float8 FROM documents WHERE run_id = $1",
-        ),
-        (
-            "queue wait (published → prefill)",
-            "per chunk",
-            "SELECT c.queue_wait_ms::float8 / 1e3 FROM chunks c JOIN documents d ON d.id = c.document_id
-             WHERE d.run_id = $1 AND c.queue_wait_ms > 0",
-        ),
-        (
-            "prefill",
-            "per forward pass",
-            "SELECT DISTINCT ON (c.batch_id) c.prefill_ms::float8 / 1e3 FROM chunks c JOIN documents d ON d.id = c.document_id
-             WHERE d.run_id = $1 AND c.batch_id IS NOT NULL",
-        ),
-        (
-            "document, end to end",
-            "per document",
-            "SELECT extract(epoch FROM done_at - ingest_started_at)::float8 FROM documents WHERE run_id = $1 AND status = 'done'",
-        ),
-    ] {
-        stages.push((name, unit, seconds(sql).await.with_context(|| ctx(name))?));
+impl Report {
+    /// The page's content from the run's stored figures.
+    pub fn new(run_id: Uuid, f: RunFigures) -> Self {
+        let s = f.summary;
+        let tokens = match (s.tokens, s.span_s) {
+            (Some(t), Some(secs)) if secs > 0.0 => format!("{t} model input tokens, {:.0} tokens/s end to end", t as f64 / secs),
+            (Some(t), _) => format!("{t} model input tokens"),
+            _ => "none stored".into(),
+        };
+        let header = vec![
+            ("run".into(), run_id.to_string()),
+            ("trigger".into(), s.trigger),
+            ("source".into(), format!("s3://{}/{}", s.bucket, s.prefix)),
+            ("started".into(), s.started),
+            ("finished".into(), s.finished.unwrap_or_else(|| "not yet".into())),
+            ("documents".into(), format!("{}: {} done, {} failed, {} pending", s.documents, s.done, s.failed, s.pending)),
+            (
+                "chunks".into(),
+                format!("{} of {} stored, {:.2} chunks/s over the run", s.chunks_done, s.chunks_total, s.chunks_per_s),
+            ),
+            ("tokens".into(), tokens),
+        ];
+        Report {
+            run_id,
+            header,
+            chunk_times: f.chunk_times,
+            done_times: f.done_times,
+            stages: f.stages,
+            batch_sizes: f.batch_sizes,
+            batch_tokens: f.batch_tokens,
+            workers: f.workers,
+            failure_classes: f.failure_classes,
+            failures: f.failures,
+        }
     }
-    let batch_sizes: Vec<(i32, i64)> = sqlx::query_as(
-        "SELECT batch_chunks, count(*) FROM (
-             SELECT DISTINCT ON (c.batch_id) c.batch_chunks FROM chunks c JOIN documents d ON d.id = c.document_id
-             WHERE d.run_id = $1 AND c.batch_id IS NOT NULL) p
-         GROUP BY 1 ORDER BY 1",
-    )
-    .bind(run_id)
-    .fetch_all(pool)
-    .await
-    .with_context(|| ctx("batch sizes"))?;
-    let batch_tokens: Vec<(i64, i64)> = sqlx::query_as(
-        "SELECT DISTINCT ON (c.batch_id) c.batch_tokens::int8, c.batch_padded_tokens::int8
-         FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.run_id = $1 AND c.batch_id IS NOT NULL",
-    )
-    .bind(run_id)
-    .fetch_all(pool)
-    .await
-    .with_context(|| ctx("batch tokens"))?;
-    let workers: Vec<(String, i64, i64, f64)> = sqlx::query_as(
-        "SELECT worker, count(*), sum(batch_tokens)::int8, (sum(batch_tokens) / greatest(sum(prefill_ms) / 1e3, 1e-9))::float8
-         FROM (SELECT DISTINCT ON (c.batch_id) c.worker, c.batch_tokens, c.prefill_ms
-               FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.run_id = $1 AND c.batch_id IS NOT NULL) p
-         GROUP BY worker ORDER BY worker",
-    )
-    .bind(run_id)
-    .fetch_all(pool)
-    .await
-    .with_context(|| ctx("workers"))?;
-    let failure_classes: Vec<(String, String, i64)> = sqlx::query_as(
-        "SELECT stage, class, count(*) FROM failures WHERE run_id = $1 GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2",
-    )
-    .bind(run_id)
-    .fetch_all(pool)
-    .await
-    .with_context(|| ctx("failures"))?;
-    let failures: Vec<(String, String, String, i32, String)> = sqlx::query_as(
-        "SELECT coalesce(key, ''), stage, class, attempts, message FROM failures WHERE run_id = $1 ORDER BY at LIMIT 500",
-    )
-    .bind(run_id)
-    .fetch_all(pool)
-    .await
-    .with_context(|| ctx("failures"))?;
-    Ok(Report {
-        run_id,
-        header,
-        chunk_times,
-        done_times: done_times.into_iter().map(|(t,)| t).collect(),
-        stages,
-        batch_sizes,
-        batch_tokens,
-        workers,
-        failure_classes,
-        failures,
-    })
 }
 
 impl Report {
     pub fn html(&self) -> String {
         let mut h = String::new();
+        self.header(&mut h);
+        self.throughput(&mut h);
+        self.latency(&mut h);
+        self.batches(&mut h);
+        self.failures(&mut h);
+        h.push_str("</body></html>\n");
+        h
+    }
+
+    fn header(&self, h: &mut String) {
         let _ = write!(
             h,
             "<!doctype html><html lang=en><head><meta charset=utf-8><title>docpipe run {id}</title><style>{CSS}</style></head><body>\
@@ -188,7 +86,9 @@ impl Report {
             let _ = write!(h, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(v));
         }
         h.push_str("</table>");
+    }
 
+    fn throughput(&self, h: &mut String) {
         h.push_str("<h2>Throughput over time</h2>");
         let end = self.chunk_times.last().map(|c| c.0).unwrap_or(0.0).max(1.0);
         let bins = 40usize;
@@ -207,7 +107,9 @@ impl Report {
                 h.push_str(&line_chart(&done, "seconds since the run started", "documents done", true));
             }
         }
+    }
 
+    fn latency(&self, h: &mut String) {
         h.push_str("<h2>Latency by stage</h2>");
         let rows: Vec<(String, Summary)> = self
             .stages
@@ -235,7 +137,9 @@ impl Report {
             }
             h.push_str("</table>");
         }
+    }
 
+    fn batches(&self, h: &mut String) {
         h.push_str("<h2>Worker batches</h2>");
         if self.batch_sizes.is_empty() {
             h.push_str("<p>No forward passes recorded for this run.</p>");
@@ -262,7 +166,9 @@ impl Report {
             }
             h.push_str("</table>");
         }
+    }
 
+    fn failures(&self, h: &mut String) {
         h.push_str("<h2>Failures</h2>");
         if self.failure_classes.is_empty() {
             h.push_str("<p>None.</p>");
@@ -283,8 +189,6 @@ impl Report {
             }
             h.push_str("</table>");
         }
-        h.push_str("</body></html>\n");
-        h
     }
 }
 

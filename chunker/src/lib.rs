@@ -15,6 +15,12 @@ use std::ops::Range;
 
 pub mod segment;
 
+/// Default tokens per window: the model's 2048 positions. (`docpipe-contract` uses the same
+/// number for the whole model sequence, prompt and special tokens included.)
+pub const DEFAULT_WINDOW: usize = 2048;
+/// Default tokens shared by neighbouring windows.
+pub const DEFAULT_OVERLAP: usize = 128;
+
 /// Window geometry, in document tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ChunkConfig {
@@ -26,7 +32,7 @@ pub struct ChunkConfig {
 
 impl Default for ChunkConfig {
     fn default() -> Self {
-        Self { window: 2048, overlap: 128 }
+        Self { window: DEFAULT_WINDOW, overlap: DEFAULT_OVERLAP }
     }
 }
 
@@ -55,6 +61,13 @@ impl ChunkConfig {
     pub fn stride(&self) -> usize {
         self.window - self.overlap
     }
+}
+
+/// The ownership rule for spans: a span (a clause segment, by its document-token range) is
+/// kept from the chunk whose owned range holds its middle token, so that each span is kept
+/// exactly once even when it reaches across chunks.
+pub fn owns(owned: &Range<usize>, span: &Range<usize>) -> bool {
+    owned.contains(&segment::midpoint(span))
 }
 
 /// One window over a document, in token and character coordinates.

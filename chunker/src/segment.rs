@@ -242,6 +242,20 @@ pub fn midpoint(tokens: &Range<usize>) -> usize {
 /// Buckets that [`terms`] hashes into.
 pub const TERM_SPACE: u32 = 1 << 20;
 
+/// The lexical [`terms`] of each character range of `text` (a segment's words and word pairs);
+/// a range that is reversed or reaches past the text is clipped to it (no terms when empty).
+pub fn terms_of_ranges(text: &str, ranges: impl IntoIterator<Item = Range<usize>>) -> Vec<Vec<i32>> {
+    let chars: Vec<char> = text.chars().collect();
+    ranges
+        .into_iter()
+        .map(|r| {
+            let (a, b) = (r.start.min(chars.len()), r.end.min(chars.len()));
+            let t: String = chars.get(a..b.max(a)).unwrap_or_default().iter().collect();
+            terms(&t)
+        })
+        .collect()
+}
+
 /// The lexical features of a segment's text: its words (runs of letters and digits,
 /// lower-cased) and pairs of adjacent words, each hashed (FNV-1a, 32 bit) into one of
 /// [`TERM_SPACE`] buckets. Sorted, without repeats. Clause scorers learn a weight per bucket.
@@ -368,5 +382,15 @@ mod tests {
         assert!(t.iter().all(|&h| (0..TERM_SPACE as i32).contains(&h)));
         assert_ne!(terms("new york"), terms("york new"));
         assert!(terms(" .,; ").is_empty());
+    }
+
+    #[test]
+    fn terms_of_ranges_clips_bad_ranges() {
+        let text = "Governing law. New York.";
+        let t = terms_of_ranges(text, [0..14, 15..24, 20..5, 10..1000, 500..600]);
+        assert_eq!(t[0], terms("Governing law."));
+        assert_eq!(t[1], terms("New York."));
+        assert!(t[2].is_empty() && t[4].is_empty());
+        assert_eq!(t[3], terms(&text[10..]));
     }
 }

@@ -55,13 +55,9 @@ fn transient<E: aws_sdk_s3::error::ProvideErrorMetadata>(
     }
 }
 
-/// Bounded retries with exponential backoff and jitter for S3 calls: 5 attempts, ≤ 10 s apart.
-pub fn backoff() -> backon::ExponentialBuilder {
-    backon::ExponentialBuilder::default()
-        .with_min_delay(std::time::Duration::from_millis(300))
-        .with_max_delay(std::time::Duration::from_secs(10))
-        .with_max_times(4)
-        .with_jitter()
+/// Bounded retries for S3 calls: 5 attempts, 0.3 s to 10 s apart.
+pub fn backoff() -> docpipe_ops::retry::ExponentialBuilder {
+    docpipe_ops::retry::bounded(std::time::Duration::from_millis(300), std::time::Duration::from_secs(10), 4)
 }
 
 /// An object found by listing.

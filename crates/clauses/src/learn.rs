@@ -1,0 +1,372 @@
+//! Learning clause scorers from labelled documents: a class-balanced, L2-regularised logistic
+//! regression per category on the segment embedding (started from and regularised towards
+//! `GAMMA * query`), two position features and lexical terms, all categories fitted at once by
+//! full-batch gradient descent — each step two matrix products over the training segments
+//! (segments × features · features × categories, and the gradient back), by blocks of rows
+//! on rayon's threads, plus the sparse lexical terms.
+
+use std::collections::{BTreeSet, HashMap};
+
+use ndarray::linalg::general_mat_mul;
+use ndarray::{Array2, Axis};
+use rayon::prelude::*;
+
+use crate::gold::{has, Doc};
+use crate::scorer::{position, ranking, sigmoid, Scorer, Segment};
+use crate::stored::StoredCategory;
+
+/// The probe's prior: it starts at, and is pulled towards, this multiple of the query.
+const GAMMA: f32 = 5.0;
+/// L2 pull towards the prior.
+const L2: f32 = 0.01;
+const STEPS: usize = 400;
+const LEARNING_RATE: f32 = 2.0;
+/// Lexical term weights: their learning rate and L2 pull towards 0.
+const LEXICAL_LEARNING_RATE: f32 = 10.0;
+const LEXICAL_L2: f32 = 0.001;
+/// A term is a feature when it occurs in at least this many training documents.
+const MIN_DF: usize = 2;
+/// Term weights kept per category (the largest in magnitude).
+const KEEP_TERMS: usize = 2000;
+/// The bias of a category with no positives: never present.
+const NEVER: f32 = -50.0;
+
+/// The lexical vocabulary of a training set: the terms found in at least [`MIN_DF`] of its
+/// documents (a term seen in one contract is a name or a number, not a clause), as columns.
+struct Vocabulary {
+    column: HashMap<i32, usize>,
+    terms: Vec<i32>,
+}
+
+impl Vocabulary {
+    fn new(train: &[&Doc]) -> Self {
+        let mut df: HashMap<i32, usize> = HashMap::new();
+        for d in train {
+            let seen: BTreeSet<i32> = d.segments.iter().flat_map(|s| s.terms.iter().copied()).collect();
+            for t in seen {
+                *df.entry(t).or_default() += 1;
+            }
+        }
+        let mut terms: Vec<i32> = df.into_iter().filter(|&(_, n)| n >= MIN_DF).map(|(t, _)| t).collect();
+        terms.sort_unstable();
+        let column = terms.iter().enumerate().map(|(c, &t)| (t, c)).collect();
+        Vocabulary { column, terms }
+    }
+
+    /// A segment's lexical features: the columns of its terms, and the value each has
+    /// (1/sqrt(number of terms, in the vocabulary or not), as in `Scorer::lexical`).
+    fn features(&self, terms: &[i32]) -> (Vec<usize>, f32) {
+        let cols = terms.iter().filter_map(|t| self.column.get(t).copied()).collect();
+        (cols, 1.0 / (terms.len().max(1) as f32).sqrt())
+    }
+}
+
+/// The threshold that maximises F1 of `score >= t` against the flags.
+fn best_threshold(points: impl Iterator<Item = (f32, bool)>) -> f32 {
+    let mut pts: Vec<(f32, bool)> = points.collect();
+    pts.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let positives = pts.iter().filter(|p| p.1).count();
+    if positives == 0 {
+        return pts.first().map(|p| p.0 + 1e-3).unwrap_or(1.0);
+    }
+    let (mut best, mut best_t, mut tp) = (-1f64, pts[0].0, 0usize);
+    for (i, p) in pts.iter().enumerate() {
+        tp += p.1 as usize;
+        let f1 = 2.0 * tp as f64 / ((i + 1) as f64 + positives as f64);
+        let next = pts.get(i + 1).map(|q| q.0).unwrap_or(p.0 - 1e-3);
+        if f1 > best && next < p.0 {
+            best = f1;
+            best_t = (p.0 + next) / 2.0;
+        }
+    }
+    best_t
+}
+
+/// The training segments in the learner's layout, one row per segment.
+struct Design {
+    /// Dense features, one row per segment: the embedding, the two position features, and a
+    /// constant 1 for the bias.
+    x: Array2<f32>,
+    /// Per row: the lexical columns of its terms, and the value each has.
+    lexical: Vec<(Vec<usize>, f32)>,
+    /// Per lexical column: the rows that have it (`lexical` transposed).
+    rows_with: Vec<Vec<usize>>,
+}
+
+impl Design {
+    fn new(train: &[&Doc], vocab: &Vocabulary, dim: usize) -> Self {
+        let segments: Vec<(usize, &Segment)> = train.iter().flat_map(|d| d.segments.iter().enumerate()).collect();
+        let mut x = Array2::zeros((segments.len(), dim + 3));
+        let mut lexical = Vec::with_capacity(segments.len());
+        let mut rows_with = vec![Vec::new(); vocab.terms.len()];
+        for (r, (i, seg)) in segments.into_iter().enumerate() {
+            let mut row = x.row_mut(r);
+            for (a, &e) in row.iter_mut().take(dim).zip(&seg.embedding) {
+                *a = e;
+            }
+            let [p0, p1] = position(i);
+            row[dim] = p0;
+            row[dim + 1] = p1;
+            row[dim + 2] = 1.0;
+            let (cols, v) = vocab.features(&seg.terms);
+            for &c in &cols {
+                rows_with[c].push(r);
+            }
+            lexical.push((cols, v));
+        }
+        Design { x, lexical, rows_with }
+    }
+}
+
+/// Training targets per segment and category, and each category's class weights (positives
+/// and negatives balanced, normalised to mean 1).
+struct Targets {
+    y: Array2<f32>,
+    n_pos: Vec<usize>,
+    class_weight: Vec<(f32, f32)>,
+}
+
+impl Targets {
+    fn new(docs: &[&Doc], cats: &[StoredCategory], n: usize) -> Self {
+        let ncat = cats.len();
+        let mut y = Array2::<f32>::zeros((n, ncat));
+        let mut r = 0;
+        for d in docs {
+            for (k, c) in cats.iter().enumerate() {
+                for &i in d.positives.get(&c.name).into_iter().flatten() {
+                    if i < d.segments.len() {
+                        y[[r + i, k]] = 1.0;
+                    }
+                }
+            }
+            r += d.segments.len();
+        }
+        let n_pos: Vec<usize> = y.columns().into_iter().map(|c| c.iter().filter(|&&v| v > 0.5).count()).collect();
+        let class_weight: Vec<(f32, f32)> = n_pos
+            .iter()
+            .map(|&p| {
+                let (nf, pf) = (n as f32, p as f32);
+                let w_pos = if p > 0 { (nf - pf) / pf } else { 0.0 };
+                let mean = (pf * w_pos + (nf - pf)) / nf;
+                if mean > 0.0 {
+                    (w_pos / mean, 1.0 / mean)
+                } else {
+                    (1.0, 1.0)
+                }
+            })
+            .collect();
+        Targets { y, n_pos, class_weight }
+    }
+}
+
+/// The weights being fitted: rows are features, columns categories; the embedding rows start
+/// at and are pulled towards `GAMMA * query`, the position rows towards 0, the bias row is
+/// free; and the lexical weights, term by category.
+struct Fit {
+    dim: usize,
+    ncat: usize,
+    prior: Array2<f32>,
+    w: Array2<f32>,
+    l2: Vec<f32>,
+    lex: Vec<f32>,
+    lex_grad: Vec<f32>,
+    resid: Array2<f32>,
+    /// Rows per parallel block.
+    block: usize,
+}
+
+impl Fit {
+    fn new(cats: &[StoredCategory], dim: usize, nterms: usize, n: usize) -> Self {
+        let (width, ncat) = (dim + 3, cats.len());
+        let mut prior = Array2::<f32>::zeros((width, ncat));
+        for (k, c) in cats.iter().enumerate() {
+            for (j, q) in c.query.iter().enumerate().take(dim) {
+                prior[[j, k]] = GAMMA * q;
+            }
+        }
+        Fit {
+            dim,
+            ncat,
+            w: prior.clone(),
+            prior,
+            l2: (0..width).map(|j| if j < dim + 2 { L2 } else { 0.0 }).collect(),
+            lex: vec![0f32; nterms * ncat],
+            lex_grad: vec![0f32; nterms * ncat],
+            resid: Array2::<f32>::zeros((n, ncat)),
+            block: n.div_ceil(rayon::current_num_threads().max(1)).max(1),
+        }
+    }
+
+    /// One full-batch gradient step.
+    fn step(&mut self, design: &Design, t: &Targets) {
+        let grad = self.dense_gradient(design, t);
+        self.lexical_gradient(design);
+        let (lex_grad, n) = (&self.lex_grad, design.x.nrows());
+        let (w, prior, l2, lex) = (&mut self.w, &self.prior, &self.l2, &mut self.lex);
+        let nf = n as f32;
+        for ((wj, gj), (pj, &l2j)) in w.rows_mut().into_iter().zip(grad.rows()).zip(prior.rows().into_iter().zip(l2.iter())) {
+            for ((wi, g), p) in wj.into_iter().zip(gj).zip(pj) {
+                *wi -= LEARNING_RATE * (g / nf + l2j * (*wi - p));
+            }
+        }
+        for (l, g) in lex.iter_mut().zip(lex_grad.iter()) {
+            *l -= LEXICAL_LEARNING_RATE * (g / nf + LEXICAL_L2 * *l);
+        }
+    }
+
+    /// Forward pass and class-weighted residuals (kept in `resid`), then the dense gradient,
+    /// by row blocks.
+    fn dense_gradient(&mut self, design: &Design, t: &Targets) -> Array2<f32> {
+        let (block, ncat, width) = (self.block, self.ncat, self.dim + 3);
+        let (w, lex, class_weight, y) = (&self.w, &self.lex, &t.class_weight, &t.y);
+        // forward pass and class-weighted residuals, then the dense gradient, by row blocks
+        let blocks: Vec<_> = design
+            .x
+            .axis_chunks_iter(Axis(0), block)
+            .zip(self.resid.axis_chunks_iter_mut(Axis(0), block))
+            .zip(y.axis_chunks_iter(Axis(0), block))
+            .zip(design.lexical.chunks(block))
+            .collect();
+        blocks
+            .into_par_iter()
+            .map(|(((xb, mut zb), yb), lb)| {
+                general_mat_mul(1.0, &xb, w, 0.0, &mut zb);
+                for ((mut z, y), (cols, v)) in zb.rows_mut().into_iter().zip(yb.rows()).zip(lb) {
+                    let z = z.as_slice_mut().expect("rows of a standard-layout array are contiguous");
+                    for &c in cols {
+                        for (zk, l) in z.iter_mut().zip(&lex[c * ncat..(c + 1) * ncat]) {
+                            *zk += l * v;
+                        }
+                    }
+                    for ((zk, &yk), &(wp, wn)) in z.iter_mut().zip(y).zip(class_weight.iter()) {
+                        *zk = (sigmoid(*zk) - yk) * if yk > 0.5 { wp } else { wn };
+                    }
+                }
+                xb.t().dot(&zb)
+            })
+            .reduce(|| Array2::zeros((width, ncat)), |a, b| a + b)
+    }
+
+    /// The lexical gradient, by term, from the residuals of [`Fit::dense_gradient`].
+    fn lexical_gradient(&mut self, design: &Design) {
+        let ncat = self.ncat;
+        let (resid, lex_grad) = (&self.resid, &mut self.lex_grad);
+        let res = resid.as_slice().expect("a new array is in standard layout");
+        lex_grad.fill(0.0);
+        lex_grad.par_chunks_mut(ncat).zip(&design.rows_with).for_each(|(g, rows)| {
+            for &r in rows {
+                let v = design.lexical[r].1;
+                for (gk, &rk) in g.iter_mut().zip(&res[r * ncat..(r + 1) * ncat]) {
+                    *gk += rk * v;
+                }
+            }
+        });
+    }
+
+    /// Category `k`'s scorer; its presence threshold maximises F1 on the training documents.
+    fn scorer(&self, k: usize, cat: &StoredCategory, vocab: &Vocabulary, t: &Targets, docs: &[&Doc]) -> Scorer {
+        let (dim, ncat) = (self.dim, self.ncat);
+        if t.n_pos[k] == 0 {
+            // nothing to learn from: the query's ranking, never present
+            let weights = self.prior.column(k).iter().take(dim).copied().collect();
+            return Scorer { weights, position: [0.0; 2], terms: HashMap::new(), bias: Some(NEVER), threshold: 1.0 };
+        }
+        let col = self.w.column(k);
+        // keep the KEEP_TERMS strongest term weights: what is stored is what is evaluated
+        let mut strongest: Vec<(i32, f32)> = vocab
+            .terms
+            .iter()
+            .enumerate()
+            .map(|(t, &term)| (term, self.lex[t * ncat + k]))
+            .filter(|(_, l)| *l != 0.0)
+            .collect();
+        strongest.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()).then(a.0.cmp(&b.0)));
+        strongest.truncate(KEEP_TERMS);
+        let mut s = Scorer {
+            weights: col.iter().take(dim).copied().collect(),
+            position: [col[dim], col[dim + 1]],
+            terms: strongest.into_iter().collect(),
+            bias: Some(col[dim + 2]),
+            threshold: 0.0,
+        };
+        s.threshold = best_threshold(docs.iter().map(|d| (ranking(d, &s).1, has(d, &cat.name))));
+        s
+    }
+}
+
+/// Learn every category's scorer from `docs` (see the module docs).
+pub fn learn(docs: &[&Doc], cats: &[StoredCategory]) -> Vec<Scorer> {
+    let Some(dim) = cats.first().map(|c| c.query.len()) else { return Vec::new() };
+    let vocab = Vocabulary::new(docs);
+    let design = Design::new(docs, &vocab, dim);
+    let targets = Targets::new(docs, cats, design.x.nrows());
+    let mut fit = Fit::new(cats, dim, vocab.terms.len(), design.x.nrows());
+    for _ in 0..STEPS {
+        fit.step(&design, &targets);
+    }
+    cats.par_iter().enumerate().map(|(k, cat)| fit.scorer(k, cat, &vocab, &targets, docs)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// Two categories fitted together: "A" is told apart by the embedding alone, "B" by a
+    /// lexical term alone (its positives have the same embeddings as negatives); each learned
+    /// scorer must rank its own positives first, on documents it was not learned from.
+    #[test]
+    fn learner_fits_embedding_and_lexical_signals_per_category() {
+        let dim = 4;
+        let query = |k: usize| {
+            let mut q = vec![0.1; dim];
+            q[k] = 0.5;
+            q
+        };
+        let cats: Vec<StoredCategory> = ["A", "B"]
+            .iter()
+            .enumerate()
+            .map(|(k, n)| StoredCategory { name: n.to_string(), query: query(k) })
+            .collect();
+        let doc = |seed: usize| {
+            // segment 3: category A (embedding axis 2); segment 5: category B (term 7)
+            let segments: Vec<Segment> = (0..8)
+                .map(|i| {
+                    let mut e = vec![0.5; dim];
+                    e[(i + seed) % 2] = 0.7;
+                    if i == 3 {
+                        e[2] = 1.0;
+                    }
+                    let terms = if i == 5 { vec![7, 1] } else { vec![100 + i as i32, 1] };
+                    Segment { chars: i * 10..i * 10 + 10, embedding: e, terms }
+                })
+                .collect();
+            let gold = BTreeMap::from([("A".to_string(), vec![vec![3]]), ("B".to_string(), vec![vec![5]])]);
+            let positives =
+                BTreeMap::from([("A".to_string(), BTreeSet::from([3])), ("B".to_string(), BTreeSet::from([5]))]);
+            Doc { segments, gold, positives }
+        };
+        let train: Vec<Doc> = (0..6).map(doc).collect();
+        let scorers = learn(&train.iter().collect::<Vec<_>>(), &cats);
+        assert_eq!(scorers.len(), 2);
+        let unseen = doc(7);
+        assert_eq!(ranking(&unseen, &scorers[0]).0[0], 3);
+        assert_eq!(ranking(&unseen, &scorers[1]).0[0], 5);
+        assert!(scorers[1].terms.get(&7).is_some_and(|&w| w > 0.0), "term 7 carries category B");
+        // both are present in every training document: the threshold admits the best segment
+        for s in &scorers {
+            assert!(ranking(&unseen, s).1 >= s.threshold);
+        }
+    }
+
+    #[test]
+    fn threshold_maximises_f1() {
+        let t = best_threshold([(0.9, true), (0.8, true), (0.7, false), (0.6, true), (0.2, false)].into_iter());
+        assert!(t > 0.2 && t < 0.6, "{t}");
+        let t = best_threshold([(0.9, true), (0.5, false)].into_iter());
+        assert!(t > 0.5 && t < 0.9);
+        assert!(best_threshold([(0.4, false)].into_iter()) > 0.4);
+    }
+}
+

@@ -1,0 +1,308 @@
+//! The command line: every flag with its environment variable (`DOCPIPE_*`) and default
+//! (the defaults themselves live in `docpipe_contract::defaults`).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use docpipe_contract::defaults;
+use uuid::Uuid;
+
+#[derive(Parser)]
+#[command(name = "docpipe", version, about = "Contracts in S3 → chunked, embedded rows in Postgres")]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Args, Clone)]
+pub struct Common {
+    /// RabbitMQ URL (amqps:// for TLS).
+    #[arg(
+        long,
+        global = true,
+        env = "DOCPIPE_AMQP_URL",
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f",
+        hide_env_values = true
+    )]
+    pub amqp_url: String,
+    /// Postgres URL (`?sslmode=require` or `verify-full&sslrootcert=…` for TLS).
+    #[arg(
+        long,
+        global = true,
+        env = "DOCPIPE_DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/docpipe",
+        hide_env_values = true
+    )]
+    pub database_url: String,
+    /// Prefix of the RabbitMQ queue names (`P.chunks`, `P.results`, ...).
+    #[arg(long, global = true, env = "DOCPIPE_QUEUE_PREFIX", default_value = "docpipe")]
+    pub queue_prefix: String,
+    /// sentence-transformers model directory.
+    #[arg(long, global = true, env = "DOCPIPE_MODEL")]
+    pub model: Option<PathBuf>,
+    /// TOML config file; its keys are the environment variables' names in lower case without
+    /// `DOCPIPE_` (precedence: flag > environment > file > default).
+    #[arg(long, global = true, env = "DOCPIPE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address of the HTTP listener for `/metrics`, `/healthz` and `/readyz` of the long-running
+    /// roles (ingest, worker, aggregate, run, retry-failed); `off` disables it, port 0 picks a
+    /// free port (logged).
+    #[arg(long, global = true, env = "DOCPIPE_METRICS_ADDR", default_value = "0.0.0.0:9464")]
+    pub metrics_addr: String,
+    /// Log format: text or json.
+    #[arg(long, global = true, env = "DOCPIPE_LOG_FORMAT", default_value = "text")]
+    pub log_format: String,
+}
+
+#[derive(Args, Clone)]
+pub struct S3Args {
+    /// S3 endpoint for S3-compatible servers (MinIO, SeaweedFS); unset for AWS.
+    #[arg(long, env = "DOCPIPE_S3_ENDPOINT")]
+    pub s3_endpoint: Option<String>,
+    #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
+    pub s3_region: String,
+}
+
+#[derive(Args, Clone)]
+pub struct SourceArgs {
+    #[arg(long, env = "DOCPIPE_BUCKET")]
+    pub bucket: String,
+    #[arg(long, env = "DOCPIPE_PREFIX", default_value = "")]
+    pub prefix: String,
+}
+
+#[derive(Args, Clone)]
+pub struct IngestArgs {
+    #[command(flatten)]
+    pub s3: S3Args,
+    /// Model sequence length per chunk, prompt and special tokens included.
+    #[arg(long, env = "DOCPIPE_CHUNK_TOKENS", default_value_t = defaults::CHUNK_TOKENS)]
+    pub chunk_tokens: usize,
+    /// Tokens shared by neighbouring chunks.
+    #[arg(long, env = "DOCPIPE_CHUNK_OVERLAP", default_value_t = defaults::CHUNK_OVERLAP)]
+    pub overlap: usize,
+    /// Larger PDFs fail with a reason.
+    #[arg(long, env = "DOCPIPE_MAX_PDF_MB", default_value_t = defaults::MAX_PDF_MB)]
+    pub max_pdf_mb: u64,
+    #[arg(long, env = "DOCPIPE_MAX_PAGES", default_value_t = defaults::MAX_PAGES)]
+    pub max_pages: usize,
+    #[arg(long, env = "DOCPIPE_MAX_TOKENS", default_value_t = defaults::MAX_TOKENS)]
+    pub max_tokens: usize,
+    /// Wall-clock limit for extracting one PDF.
+    #[arg(long, env = "DOCPIPE_EXTRACT_TIMEOUT_S", default_value_t = defaults::EXTRACT_TIMEOUT_S)]
+    pub extract_timeout_s: u64,
+    /// Address-space limit of the extraction child process.
+    #[arg(long, env = "DOCPIPE_EXTRACT_MEMORY_MB", default_value_t = defaults::EXTRACT_MEMORY_MB)]
+    pub extract_memory_mb: u64,
+    /// Documents extracted at the same time.
+    #[arg(long, env = "DOCPIPE_INGEST_CONCURRENCY", default_value_t = defaults::INGEST_CONCURRENCY)]
+    pub concurrency: usize,
+}
+
+#[derive(Args, Clone)]
+pub struct WorkerArgs {
+    /// auto, cpu, cuda or cuda:N.
+    #[arg(long, env = "DOCPIPE_DEVICE", default_value = "auto")]
+    pub device: String,
+    /// auto (bf16 on CUDA, on CPUs with AMX, and where a bf16 GEMM times clearly faster than
+    /// fp32 at start; else fp32), fp32, bf16, fp16.
+    #[arg(long, env = "DOCPIPE_DTYPE", default_value = "auto")]
+    pub dtype: String,
+    /// Padded tokens per forward pass, or `auto`: on CUDA derived from the free memory by a
+    /// calibration pass at start (see --memory-fraction), on the CPU 8192 (four full chunks).
+    #[arg(long, env = "DOCPIPE_MAX_BATCH_TOKENS", default_value = "auto")]
+    pub max_batch_tokens: String,
+    /// With `--max-batch-tokens auto` on CUDA: the share of the free device memory a forward
+    /// pass may use.
+    #[arg(long, env = "DOCPIPE_MEMORY_FRACTION", default_value_t = 0.5)]
+    pub memory_fraction: f64,
+    /// Longest wait for more chunks once a batch has one.
+    #[arg(long, env = "DOCPIPE_MAX_WAIT_MS", default_value_t = defaults::MAX_WAIT.as_millis() as u64)]
+    pub max_wait_ms: u64,
+    #[arg(long, env = "DOCPIPE_PREFETCH", default_value_t = defaults::WORKER_PREFETCH)]
+    pub prefetch: u16,
+    /// Also embed each segment on its own, for clause labels (about as many model tokens
+    /// again, in short sequences; `false`: labels score the contextual segment embeddings).
+    #[arg(long, env = "DOCPIPE_STANDALONE_SEGMENTS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub standalone_segments: bool,
+    /// Intra-op threads for CPU inference (0 = libtorch's default).
+    #[arg(long, env = "DOCPIPE_THREADS", default_value_t = 0)]
+    pub threads: i32,
+}
+
+#[derive(Args, Clone)]
+pub struct LabelArgs {
+    /// Presence threshold of the zero-shot clause categories: a document has a clause when its
+    /// best segment scores at least this (learned categories keep their own thresholds).
+    #[arg(long, env = "DOCPIPE_LABEL_THRESHOLD", default_value_t = docpipe_clauses::DEFAULT_THRESHOLD)]
+    pub label_threshold: f32,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// List a bucket, extract, chunk and publish every PDF.
+    Ingest {
+        #[command(flatten)]
+        source: SourceArgs,
+        #[command(flatten)]
+        ingest: IngestArgs,
+        /// For cron: skip if another `--once` ingest of the same bucket/prefix is running,
+        /// then wait until every document of the run is done or failed (workers and
+        /// aggregators run elsewhere) and print the run's progress. Exit status 0 when the run
+        /// finished (failed documents are in `failures`), 1 otherwise.
+        #[arg(long, conflicts_with = "listen")]
+        once: bool,
+        /// Instead of listing the bucket, ingest the objects named by S3 event notifications
+        /// (the standard S3 event JSON) arriving on the queue `P.s3-events`, until SIGTERM.
+        /// `--bucket`/`--prefix` filter the events.
+        #[arg(long)]
+        listen: bool,
+        /// Give up waiting for the run (`--once`) after this many seconds.
+        #[arg(long, env = "DOCPIPE_RUN_TIMEOUT_S", default_value_t = defaults::RUN_TIMEOUT_S)]
+        run_timeout_s: u64,
+    },
+    /// Embed chunks from RabbitMQ.
+    Worker {
+        #[command(flatten)]
+        worker: WorkerArgs,
+    },
+    /// Store results in Postgres and finish documents (with their clause labels).
+    Aggregate {
+        #[arg(long, env = "DOCPIPE_PREFETCH", default_value_t = defaults::AGGREGATOR_PREFETCH)]
+        prefetch: u16,
+        #[command(flatten)]
+        labels: LabelArgs,
+    },
+    /// Ingest, worker and aggregator in one process (still through RabbitMQ); exits when every
+    /// document of the run is done or failed.
+    Run {
+        #[command(flatten)]
+        source: SourceArgs,
+        #[command(flatten)]
+        ingest: IngestArgs,
+        #[command(flatten)]
+        worker: WorkerArgs,
+        #[command(flatten)]
+        labels: LabelArgs,
+        /// Give up waiting for the run after this many seconds.
+        #[arg(long, env = "DOCPIPE_RUN_TIMEOUT_S", default_value_t = defaults::RUN_TIMEOUT_S)]
+        run_timeout_s: u64,
+    },
+    /// Ingest again only the failed documents (of run R, or all of them); needs a worker and an
+    /// aggregator running, like `ingest`.
+    RetryFailed {
+        #[arg(long)]
+        run: Option<Uuid>,
+        #[command(flatten)]
+        ingest: IngestArgs,
+    },
+    /// Nearest clause segments to a query (embedded with the model's query prompt).
+    Search {
+        query: String,
+        #[arg(long, default_value_t = 5)]
+        top: i64,
+        /// Only documents from this bucket.
+        #[arg(long)]
+        bucket: Option<String>,
+        /// Only segments that score at or above this clause category's threshold
+        /// (e.g. "Governing Law"; `docpipe labels` lists them).
+        #[arg(long)]
+        category: Option<String>,
+        #[command(flatten)]
+        worker: WorkerArgs,
+    },
+    /// Embed the clause categories if needed and relabel documents; with `--learn`, learn a
+    /// scorer and a presence threshold per category from labelled documents. Prints the
+    /// categories.
+    Labels {
+        /// Labels file in `cuad_labels.tsv` format (file, category, answer, clauses_json).
+        #[arg(long)]
+        learn: Option<PathBuf>,
+        /// Bucket holding the labelled documents (matched by file name).
+        #[arg(long, env = "DOCPIPE_BUCKET")]
+        bucket: Option<String>,
+        #[command(flatten)]
+        labels: LabelArgs,
+        #[command(flatten)]
+        worker: WorkerArgs,
+    },
+    /// Recall@1/@5 of labelled clauses and presence precision/recall, per category, with
+    /// cross-validated learned scorers; the last line is `recall@5 X.XX`.
+    Eval {
+        #[arg(long)]
+        labels: PathBuf,
+        /// Bucket holding the labelled documents (matched by file name).
+        #[arg(long, env = "DOCPIPE_BUCKET")]
+        bucket: String,
+        #[arg(long, default_value_t = 5)]
+        folds: usize,
+        #[command(flatten)]
+        label_args: LabelArgs,
+        #[command(flatten)]
+        worker: WorkerArgs,
+    },
+    /// Documents by status (latest run by default) and their failures; `--watch` follows the
+    /// run's progress (a progress bar on a terminal, plain lines otherwise) until it finishes.
+    Status {
+        #[arg(long)]
+        run: Option<Uuid>,
+        #[arg(long)]
+        watch: bool,
+        /// Seconds between progress updates with `--watch`.
+        #[arg(long, default_value_t = 2)]
+        interval_s: u64,
+    },
+    /// Write one self-contained HTML page about a run (latest by default): throughput over
+    /// time, latency by stage, the workers' batch sizes, failures.
+    Report {
+        #[arg(long)]
+        run: Option<Uuid>,
+        /// Output file (default `docpipe-report-RUN.html`; `-` for standard output).
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
+    /// Upload files to a bucket (created if missing), keyed `PREFIX + file name`.
+    Put {
+        #[arg(long, env = "DOCPIPE_BUCKET")]
+        bucket: String,
+        #[arg(long, default_value = "")]
+        prefix: String,
+        #[command(flatten)]
+        s3: S3Args,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Print the chunks ingest would publish for local PDFs, as JSON lines (no services needed).
+    Chunks {
+        #[arg(long, env = "DOCPIPE_CHUNK_TOKENS", default_value_t = defaults::CHUNK_TOKENS)]
+        chunk_tokens: usize,
+        #[arg(long, env = "DOCPIPE_CHUNK_OVERLAP", default_value_t = defaults::CHUNK_OVERLAP)]
+        overlap: usize,
+        /// Print the clause segments (ranges, pages, text) instead of the chunks.
+        #[arg(long)]
+        segments: bool,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Apply database migrations.
+    Migrate,
+    /// Print the effective configuration (every option, its value and where it comes from),
+    /// secrets redacted.
+    Config,
+    /// (internal) Extract a PDF from stdin in an isolated process.
+    #[command(hide = true)]
+    ExtractPdf {
+        #[arg(long, default_value_t = defaults::MAX_PAGES)]
+        max_pages: usize,
+    },
+    /// (testing) Publish the JSON on stdin as one persistent message to a queue, with a
+    /// confirm — e.g. a poison message for the fault suite.
+    #[command(hide = true)]
+    PublishRaw { queue: String },
+    /// (internal) Render a text file as a PDF, for samples and tests.
+    #[command(hide = true)]
+    RenderPdf { input: PathBuf, output: PathBuf },
+}
+

@@ -1,0 +1,14 @@
+//! One file per subcommand; each exposes `run` (or the few functions its subcommand needs).
+
+pub mod aggregate;
+pub mod chunks;
+pub mod eval;
+pub mod ingest;
+pub mod labels;
+pub mod publish_raw;
+pub mod put;
+pub mod report;
+pub mod run;
+pub mod search;
+pub mod status;
+pub mod worker;

@@ -1,0 +1,107 @@
+//! `docpipe run`: ingest, worker and aggregator in one process (still through RabbitMQ), until
+//! every document of the run is done or failed.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use docpipe_contract::defaults;
+use docpipe_store::PgPool;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+use uuid::Uuid;
+
+use crate::cli::{Common, IngestArgs, LabelArgs, SourceArgs, WorkerArgs};
+use crate::cmd::{aggregate, status, worker};
+use crate::setup;
+
+/// How often `run` polls the database for its documents.
+const POLL: Duration = Duration::from_millis(500);
+
+pub async fn run(
+    c: &Common,
+    source: &SourceArgs,
+    ingest: &IngestArgs,
+    worker_args: &WorkerArgs,
+    labels: &LabelArgs,
+    timeout: Duration,
+) -> Result<()> {
+    let started = Instant::now();
+    let pool = setup::db(c).await?;
+    let (conn, topology) = setup::amqp(c, "docpipe-run").await?;
+    let model = setup::load_model(c, worker_args)?;
+    let worker_cfg = setup::worker_config(worker_args, &model)?;
+    setup::ensure_labels(&pool, labels, Some(&model), || setup::load_model(c, worker_args)).await?;
+    let ingestor = setup::ingestor(c, ingest, pool.clone(), "docpipe-run", topology).await?;
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let model = Arc::new(Mutex::new(model));
+    let worker_task = {
+        let (c, rx) = (c.clone(), stop_rx.clone());
+        tokio::spawn(async move { worker::serve(&c, model, worker_cfg, "docpipe-run-worker", rx).await })
+    };
+    let aggregator_task = {
+        let (c, pool, rx) = (c.clone(), pool.clone(), stop_rx.clone());
+        tokio::spawn(async move {
+            aggregate::serve(&c, pool, defaults::AGGREGATOR_PREFETCH, "docpipe-run-aggregator", rx).await
+        })
+    };
+
+    let run_id = ingestor.start_run("run", &source.bucket, &source.prefix).await?;
+    info!(%run_id, bucket = source.bucket, prefix = source.prefix, "run started");
+    let summary = ingestor.ingest(run_id, &source.bucket, &source.prefix).await?;
+    let roles = [&worker_task, &aggregator_task];
+    let outcome = wait_for_run(&pool, run_id, timeout, docpipe_ops::shutdown_signal(), &roles).await;
+    let _ = stop_tx.send(true);
+    let worker_result = worker_task.await;
+    let aggregator_result = aggregator_task.await;
+    outcome?;
+    worker_result.context("worker task panicked")?;
+    aggregator_result.context("aggregator task panicked")?;
+    drop(conn);
+    println!(
+        "run {run_id}: {} objects, {} queued, {} skipped (unchanged), {} failed at ingest, {} chunks; {:.1} s",
+        summary.objects,
+        summary.queued,
+        summary.skipped,
+        summary.failed,
+        summary.chunks,
+        started.elapsed().as_secs_f64()
+    );
+    status::print(&pool, run_id).await
+}
+
+/// Poll until every document of the run is done or failed. A database restart is waited out
+/// like any other pause (the aggregator retries too).
+async fn wait_for_run(
+    pool: &PgPool,
+    run_id: Uuid,
+    timeout: Duration,
+    mut stop: watch::Receiver<bool>,
+    roles: &[&JoinHandle<()>],
+) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let pending = match docpipe_store::progress::pending_documents(pool, run_id).await {
+            Ok(n) => n,
+            Err(e) => {
+                warn!(%run_id, error = %e, "cannot poll run progress; retrying");
+                -1
+            }
+        };
+        if pending == 0 {
+            return Ok(());
+        }
+        if roles.iter().any(|r| r.is_finished()) {
+            bail!("a pipeline role stopped while {pending} document(s) of run {run_id} were pending");
+        }
+        if Instant::now() > deadline {
+            bail!("run {run_id} not finished after {timeout:?}: {pending} document(s) pending");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(POLL) => {}
+            _ = stop.changed() => bail!("interrupted with {pending} document(s) of run {run_id} pending; they resume on the next run"),
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! What several subcommands set up the same way: the metrics listener, Postgres, the broker,
+//! the model and the worker's batch budget, the ingestor, the clause categories.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use docpipe_bus::{Broker, Publisher, Topology};
+use docpipe_contract::defaults;
+use docpipe_ingest::{IngestConfig, Ingestor};
+use docpipe_model::{calibrate::calibrate_budget, device, SentenceEmbedder};
+use docpipe_store::PgPool;
+use docpipe_text::extract::ExtractLimits;
+use docpipe_text::ModelDir;
+use docpipe_worker::WorkerConfig;
+use tracing::{info, warn};
+
+use crate::cli::{Common, IngestArgs, LabelArgs, WorkerArgs};
+
+/// Start the `/metrics`, `/healthz`, `/readyz` listener. A port already in use is logged and
+/// the role runs without it (several roles on one host); a malformed address is an error.
+pub async fn serve_metrics(addr: &str) -> Result<()> {
+    if addr.is_empty() || addr == "off" {
+        return Ok(());
+    }
+    let parsed: std::net::SocketAddr = addr
+        .parse()
+        .with_context(|| format!("DOCPIPE_METRICS_ADDR {addr:?} is not an address like 0.0.0.0:9464 (or off)"))?;
+    match docpipe_ops::metrics::serve(parsed).await {
+        Ok(bound) => info!(addr = %bound, "serving /metrics, /healthz and /readyz"),
+        Err(e) => warn!(error = %e, "metrics, health and readiness are not served"),
+    }
+    Ok(())
+}
+
+/// Postgres, migrated.
+pub async fn db(c: &Common) -> Result<PgPool> {
+    Ok(docpipe_store::open(&c.database_url, defaults::PATIENCE).await?)
+}
+
+/// Where the broker is and how the queues are named.
+pub fn broker(c: &Common) -> Broker {
+    Broker { url: c.amqp_url.clone(), queue_prefix: c.queue_prefix.clone(), patience: defaults::PATIENCE }
+}
+
+/// Connect to RabbitMQ as `name` and declare the topology.
+pub async fn amqp(c: &Common, name: &str) -> Result<(lapin::Connection, Topology)> {
+    Ok(docpipe_bus::connect_and_declare(&broker(c), name).await?)
+}
+
+pub fn model_dir(c: &Common) -> Result<ModelDir> {
+    Ok(ModelDir::resolve(c.model.as_deref())?)
+}
+
+pub async fn ingestor(c: &Common, a: &IngestArgs, pool: PgPool, conn_name: &str, topology: Topology) -> Result<Ingestor> {
+    let exe = std::env::current_exe().context("locating the docpipe binary for extraction")?;
+    let mut cfg = IngestConfig::new(model_dir(c)?, exe);
+    cfg.chunk_tokens = a.chunk_tokens;
+    cfg.overlap = a.overlap;
+    cfg.max_pdf_bytes = a.max_pdf_mb << 20;
+    cfg.max_tokens = a.max_tokens;
+    cfg.concurrency = a.concurrency;
+    cfg.extract = ExtractLimits {
+        timeout: Duration::from_secs(a.extract_timeout_s),
+        memory_bytes: a.extract_memory_mb << 20,
+        max_pages: a.max_pages,
+    };
+    let s3 = docpipe_ingest::s3::client(&docpipe_ingest::s3::S3Config {
+        endpoint: a.s3.s3_endpoint.clone(),
+        region: a.s3.s3_region.clone(),
+    })
+    .await;
+    // its own connection, re-established if the broker restarts mid-run
+    let publisher = Publisher::reconnecting(&c.amqp_url, &format!("{conn_name}-publisher"), defaults::PATIENCE).await?;
+    Ok(Ingestor::new(cfg, s3, pool, publisher, topology)?)
+}
+
+pub fn load_model(c: &Common, w: &WorkerArgs) -> Result<SentenceEmbedder> {
+    load_model_on(c, &w.device, &w.dtype, w.threads)
+}
+
+pub fn load_model_on(c: &Common, device: &str, dtype: &str, threads: i32) -> Result<SentenceEmbedder> {
+    let dir = model_dir(c)?;
+    let m = docpipe_ops::metrics::get();
+    m.set_ready("model", Err(format!("loading {}", dir.path().display())));
+    let dev = device::resolve(device.parse().map_err(anyhow::Error::msg)?)?;
+    let precision = device::precision(dtype, dev)?;
+    if threads > 0 {
+        device::set_threads(threads);
+    }
+    let t0 = Instant::now();
+    let model = SentenceEmbedder::load(dir.path(), dev, precision)
+        .with_context(|| format!("loading model {}", dir.path().display()))?;
+    info!(model = %model.label(), device = ?dev, seconds = t0.elapsed().as_secs_f64(), "model loaded");
+    m.set_ready("model", Ok(()));
+    Ok(model)
+}
+
+pub fn worker_config(w: &WorkerArgs, model: &SentenceEmbedder) -> Result<WorkerConfig> {
+    let max_batch_tokens = match w.max_batch_tokens.as_str() {
+        "auto" if model.device().is_cuda() => {
+            if !(w.memory_fraction > 0.0 && w.memory_fraction <= 1.0) {
+                bail!("--memory-fraction must be in (0, 1], not {}", w.memory_fraction);
+            }
+            let cap = w.prefetch as usize * model.max_len();
+            let c = calibrate_budget(model, model.max_len(), w.memory_fraction, cap)
+                .context("calibrating the batch budget")?;
+            info!(
+                budget_tokens = c.budget,
+                bytes_per_token = c.bytes_per_token,
+                available_bytes = c.available,
+                fraction = w.memory_fraction,
+                cap_tokens = cap,
+                "batch budget derived from device memory"
+            );
+            c.budget
+        }
+        "auto" => defaults::CPU_BATCH_TOKENS,
+        n => match n.parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => bail!("--max-batch-tokens must be a positive number of tokens or auto, not {n:?}"),
+        },
+    };
+    Ok(WorkerConfig {
+        max_batch_tokens,
+        max_wait: Duration::from_millis(w.max_wait_ms),
+        prefetch: w.prefetch,
+        standalone_segments: w.standalone_segments,
+    })
+}
+
+/// Make sure the clause categories are embedded (loading the model only when they are not,
+/// unless one is given), and apply `--label-threshold` where the categories are zero-shot.
+pub async fn ensure_labels(
+    pool: &PgPool,
+    a: &LabelArgs,
+    model: Option<&SentenceEmbedder>,
+    load: impl FnOnce() -> Result<SentenceEmbedder>,
+) -> Result<()> {
+    use docpipe_clauses::stored;
+    if !stored::is_current(pool).await? {
+        let n = match model {
+            Some(m) => stored::ensure(pool, m, a.label_threshold).await?,
+            None => stored::ensure(pool, &load()?, a.label_threshold).await?,
+        };
+        info!(categories = n, "clause categories embedded");
+    }
+    if stored::set_zero_shot_threshold(pool, a.label_threshold).await? {
+        info!(threshold = a.label_threshold, "zero-shot presence threshold changed; documents relabelled");
+    }
+    Ok(())
+}
+
+/// The model, shared by the worker role's model thread.
+pub type SharedModel = Arc<std::sync::Mutex<SentenceEmbedder>>;

@@ -1,0 +1,118 @@
+//! Filling a batch: wait for a first chunk, then take more until the token budget is full or
+//! `max_wait` has passed since the first — whichever comes first — or shutdown is asked for.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+/// Where batch items come from: `Ok(None)` is a message that was skipped (dead-lettered).
+pub trait Source {
+    type Item;
+    type Error;
+    fn next(&mut self) -> impl Future<Output = Result<Option<Self::Item>, Self::Error>> + Send;
+}
+
+/// One assembled batch, and whether shutdown was asked for while assembling it.
+#[derive(Debug)]
+pub struct Assembled<T> {
+    pub items: Vec<T>,
+    pub tokens: usize,
+    pub stopping: bool,
+}
+
+/// Collect the next batch from `source` (see the module docs); `tokens` counts an item.
+pub async fn assemble<S: Source>(
+    source: &mut S,
+    budget: usize,
+    max_wait: Duration,
+    tokens: impl Fn(&S::Item) -> usize,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<Assembled<S::Item>, S::Error> {
+    let mut batch = Assembled { items: Vec::new(), tokens: 0, stopping: *stop.borrow() };
+    if batch.stopping {
+        return Ok(batch);
+    }
+    let first = tokio::select! {
+        r = source.next() => r?,
+        _ = stop.changed() => { batch.stopping = true; return Ok(batch) }
+    };
+    let take = |item: Option<S::Item>, batch: &mut Assembled<S::Item>| {
+        if let Some(item) = item {
+            batch.tokens += tokens(&item);
+            batch.items.push(item);
+        }
+    };
+    take(first, &mut batch);
+    let deadline = tokio::time::Instant::now() + max_wait;
+    while batch.tokens < budget {
+        let next = tokio::select! {
+            r = tokio::time::timeout_at(deadline, source.next()) => match r { Ok(r) => r?, Err(_) => break },
+            _ = stop.changed() => { batch.stopping = true; break }
+        };
+        take(next, &mut batch);
+    }
+    Ok(batch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Items `(tokens, arrives after ms)`; `None` tokens is a skipped message.
+    struct Timed(std::collections::VecDeque<(Option<usize>, u64)>);
+
+    impl Source for Timed {
+        type Item = usize;
+        type Error = ();
+        /// Cancel-safe, like a broker consumer: an item is taken only once it has arrived.
+        fn next(&mut self) -> impl Future<Output = Result<Option<usize>, ()>> + Send {
+            async move {
+                let Some(&(_, after)) = self.0.front() else { return std::future::pending().await };
+                tokio::time::sleep(Duration::from_millis(after)).await;
+                Ok(self.0.pop_front().and_then(|(item, _)| item))
+            }
+        }
+    }
+
+    fn source(items: &[(Option<usize>, u64)]) -> Timed {
+        Timed(items.iter().copied().collect())
+    }
+
+    #[tokio::test]
+    async fn fills_the_budget_then_stops_taking() {
+        let (_tx, mut stop) = watch::channel(false);
+        let mut s = source(&[(Some(3000), 5), (None, 1), (Some(3000), 1), (Some(3000), 1), (Some(10), 1)]);
+        let b = assemble(&mut s, 8192, Duration::from_secs(30), |t| *t, &mut stop).await.unwrap();
+        assert_eq!(b.items, vec![3000, 3000, 3000]);
+        assert_eq!(b.tokens, 9000);
+        assert!(!b.stopping);
+        // the rest is left for the next batch
+        assert_eq!(s.0.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn waits_at_most_max_wait_after_the_first() {
+        let (_tx, mut stop) = watch::channel(false);
+        // the first after 50 ms, the second 10 ms later, the third would come 30 s later
+        let mut s = source(&[(Some(100), 50), (Some(100), 10), (Some(100), 30_000)]);
+        let started = tokio::time::Instant::now();
+        let b = assemble(&mut s, 8192, Duration::from_millis(300), |t| *t, &mut stop).await.unwrap();
+        assert_eq!(b.items, vec![100, 100]);
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(350) && waited < Duration::from_secs(20), "{waited:?}");
+        assert_eq!(s.0.len(), 1, "the third is left for the next batch");
+    }
+
+    #[tokio::test]
+    async fn shutdown_ends_the_wait() {
+        let (tx, mut stop) = watch::channel(false);
+        let mut s = source(&[]);
+        let (b, _) = tokio::join!(assemble(&mut s, 8192, Duration::from_millis(75), |t| *t, &mut stop), async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            tx.send(true).unwrap();
+        });
+        let b = b.unwrap();
+        assert!(b.stopping && b.items.is_empty());
+    }
+}
