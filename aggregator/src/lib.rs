@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use docpipe_bus::{self as bus, AmqpError, Inbox, Publisher, Topology};
 use docpipe_contract::messages::{ChunkMeta, ChunkResult, SCHEMA_VERSION};
-use docpipe_contract::status::Stage;
+use docpipe_contract::status::{DocStatus, Stage};
 use docpipe_ops::metrics::{self, Metrics};
 use docpipe_ops::retry;
 use docpipe_store::chunks::{fail_chunk, store_result, Stored};
@@ -111,7 +111,7 @@ async fn handle_result(pool: &PgPool, delivery: &Delivery, shutdown: &mut watch:
     let outcome = match stored {
         Stored::Inserted { completed: true } => {
             info!(run_id = %m.run_id, document_id = %m.document_id, chunks = m.count, "document done");
-            Metrics::outcome(&metrics.documents_finished, "done");
+            Metrics::outcome(&metrics.documents_finished, DocStatus::Done.as_str());
             "stored"
         }
         Stored::Inserted { .. } => {
@@ -128,7 +128,7 @@ async fn handle_result(pool: &PgPool, delivery: &Delivery, shutdown: &mut watch:
         }
         Stored::Failed => {
             warn!(run_id = %m.run_id, document_id = %m.document_id, chunk = m.index, "document failed: a chunk could not be embedded");
-            Metrics::outcome(&metrics.documents_finished, "failed");
+            Metrics::outcome(&metrics.documents_finished, DocStatus::Failed.as_str());
             "failed"
         }
     };

@@ -17,7 +17,8 @@
 //! One chunk pass gives the chunk embedding and every segment's contextual (late-chunked)
 //! embedding; with `standalone_segments`, a second pass over short sequences embeds each
 //! segment the chunk owns on its own, for clause labels ([`batch`]). Batches are filled by
-//! [`assemble`]; the model is `docpipe-model`'s, behind [`docpipe_batching::Backend`].
+//! [`assemble`]; the model is any [`docpipe_batching::Backend`] (`docpipe-model`'s in the binary),
+//! so this crate does not link libtorch.
 
 pub mod assemble;
 pub mod batch;
@@ -28,7 +29,7 @@ use std::time::Duration;
 use docpipe_bus::{self as bus, AmqpError, Inbox, Publisher, Topology};
 use docpipe_contract::defaults;
 use docpipe_contract::messages::{ChunkOutcome, ChunkResult, ChunkTask, SCHEMA_VERSION};
-use docpipe_model::SentenceEmbedder;
+use docpipe_batching::Backend;
 use docpipe_ops::metrics::{self, Metrics};
 use lapin::message::Delivery;
 use tokio::sync::{mpsc, watch};
@@ -95,10 +96,10 @@ impl Source for Chunks<'_> {
 }
 
 /// Consume `topology.chunks()` until `shutdown` turns true, then finish what is in flight.
-pub async fn run(
+pub async fn run<B: Backend + Send + 'static>(
     conn: &lapin::Connection,
     topology: &Topology,
-    model: Arc<Mutex<SentenceEmbedder>>,
+    model: Arc<Mutex<B>>,
     cfg: WorkerConfig,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), WorkerError> {
@@ -143,8 +144,8 @@ pub async fn run(
 }
 
 /// The model thread: one batch at a time, off the async runtime.
-fn spawn_model_thread(
-    model: Arc<Mutex<SentenceEmbedder>>,
+fn spawn_model_thread<B: Backend + Send + 'static>(
+    model: Arc<Mutex<B>>,
     cfg: &WorkerConfig,
     mut batches: mpsc::Receiver<Vec<Job>>,
     done: mpsc::Sender<Vec<(Job, Embedding)>>,

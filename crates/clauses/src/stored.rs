@@ -91,7 +91,8 @@ pub async fn ensure<B: Backend>(pool: &PgPool, model: &B, threshold: f32) -> Res
 
 /// Recompute the labels of every finished document (after the categories changed).
 pub async fn relabel_all(pool: &PgPool) -> Result<usize> {
-    let ids: Vec<(Uuid,)> = sqlx::query_as("SELECT id FROM documents WHERE status = 'done'")
+    let ids: Vec<(Uuid,)> = sqlx::query_as("SELECT id FROM documents WHERE status = $1")
+        .bind(DocStatus::Done.as_str())
         .fetch_all(pool)
         .await
         .map_err(db("listing done documents"))?;

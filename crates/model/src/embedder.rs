@@ -280,6 +280,10 @@ impl Backend for SentenceEmbedder {
         SentenceEmbedder::embed_with_spans(self, seqs, spans)
     }
 
+    fn memory_in_use(&self) -> Option<u64> {
+        SentenceEmbedder::memory_in_use(self)
+    }
+
     fn is_permanent(e: &EmbedError) -> bool {
         matches!(
             e,

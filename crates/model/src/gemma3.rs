@@ -517,7 +517,7 @@ impl Gemma3Encoder {
         };
         // CPU: GEMM attention in reduced precision, where bf16 GEMMs outrun libtorch's attention
         // kernel (it keeps q·kᵀ in fp32 unless the CPU has AMX tiles); in fp32 both run on the
-        // same fp32 GEMMs and banded was as fast. On AMX banded was faster (see README).
+        // same fp32 GEMMs and banded was as fast. On AMX banded was faster (see docs/benchmarks.md).
         let gemm_pays = !device.is_cuda()
             && kind != Kind::Float
             && config.use_bidirectional_attention

@@ -1,7 +1,7 @@
 //! Prometheus metrics, health and readiness for every role, on one small HTTP listener.
 //!
 //! ```text
-//! GET /metrics   Prometheus text format (OpenMetrics) — the names are in the README
+//! GET /metrics   Prometheus text format (OpenMetrics) — the names are in docs/operations.md
 //! GET /healthz   200 while the process serves requests
 //! GET /readyz    200 when every component the role registered is ready, else 503 + why
 //! ```
@@ -255,6 +255,11 @@ pub fn process_memory() -> Option<(u64, u64)> {
     Some((kb("VmRSS:")? * 1024, kb("VmHWM:")? * 1024))
 }
 
+/// Longest a scrape may take before its connection is dropped.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pause after a failed accept (out of file descriptors, say) before the next.
+const ACCEPT_RETRY: Duration = Duration::from_millis(200);
+
 /// Bind `addr` and serve `/metrics`, `/healthz` and `/readyz` until the process exits. The
 /// error names the address (a port in use, say); callers decide whether that is fatal.
 pub async fn serve(addr: SocketAddr) -> std::io::Result<SocketAddr> {
@@ -267,12 +272,12 @@ pub async fn serve(addr: SocketAddr) -> std::io::Result<SocketAddr> {
             match listener.accept().await {
                 Ok((stream, _)) => {
                     tokio::spawn(async move {
-                        let _ = tokio::time::timeout(Duration::from_secs(10), respond(stream)).await;
+                        let _ = tokio::time::timeout(REQUEST_TIMEOUT, respond(stream)).await;
                     });
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "metrics listener: accept failed");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    tokio::time::sleep(ACCEPT_RETRY).await;
                 }
             }
         }

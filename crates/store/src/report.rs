@@ -1,6 +1,7 @@
 //! The figures behind `docpipe report`: one run's throughput, latencies by stage, the workers'
 //! forward passes and its failures, as stored by the stages.
 
+use docpipe_contract::status::DocStatus;
 use uuid::Uuid;
 
 use crate::{ctx, PgPool, StoreError};
@@ -69,9 +70,10 @@ pub async fn load(pool: &PgPool, run_id: Uuid) -> Result<Option<RunFigures>, Sto
     let done_times: Vec<(f64,)> = sqlx::query_as(
         "SELECT extract(epoch FROM d.done_at - r.started_at)::float8
          FROM documents d JOIN runs r ON r.id = d.run_id
-         WHERE d.run_id = $1 AND d.status = 'done' AND d.done_at IS NOT NULL ORDER BY 1",
+         WHERE d.run_id = $1 AND d.status = $2 AND d.done_at IS NOT NULL ORDER BY 1",
     )
     .bind(run_id)
+    .bind(DocStatus::Done.as_str())
     .fetch_all(pool)
     .await
     .map_err(c("document times"))?;
