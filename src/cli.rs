@@ -305,4 +305,3 @@ pub enum Cmd {
     #[command(hide = true)]
     RenderPdf { input: PathBuf, output: PathBuf },
 }
-

@@ -63,7 +63,10 @@ fn runs_model(cmd: &Cmd) -> bool {
 
 /// The long-running roles, which serve `/metrics`, `/healthz` and `/readyz`.
 fn serves_metrics(cmd: &Cmd) -> bool {
-    matches!(cmd, Cmd::Ingest { .. } | Cmd::Worker { .. } | Cmd::Aggregate { .. } | Cmd::Run { .. } | Cmd::RetryFailed { .. })
+    matches!(
+        cmd,
+        Cmd::Ingest { .. } | Cmd::Worker { .. } | Cmd::Aggregate { .. } | Cmd::Run { .. } | Cmd::RetryFailed { .. }
+    )
 }
 
 fn init_logging(format: &str) {

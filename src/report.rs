@@ -31,7 +31,9 @@ impl Report {
     pub fn new(run_id: Uuid, f: RunFigures) -> Self {
         let s = f.summary;
         let tokens = match (s.tokens, s.span_s) {
-            (Some(t), Some(secs)) if secs > 0.0 => format!("{t} model input tokens, {:.0} tokens/s end to end", t as f64 / secs),
+            (Some(t), Some(secs)) if secs > 0.0 => {
+                format!("{t} model input tokens, {:.0} tokens/s end to end", t as f64 / secs)
+            }
             (Some(t), _) => format!("{t} model input tokens"),
             _ => "none stored".into(),
         };
@@ -41,7 +43,10 @@ impl Report {
             ("source".into(), format!("s3://{}/{}", s.bucket, s.prefix)),
             ("started".into(), s.started),
             ("finished".into(), s.finished.unwrap_or_else(|| "not yet".into())),
-            ("documents".into(), format!("{}: {} done, {} failed, {} pending", s.documents, s.done, s.failed, s.pending)),
+            (
+                "documents".into(),
+                format!("{}: {} done, {} failed, {} pending", s.documents, s.done, s.failed, s.pending),
+            ),
             (
                 "chunks".into(),
                 format!("{} of {} stored, {:.2} chunks/s over the run", s.chunks_done, s.chunks_total, s.chunks_per_s),

@@ -52,7 +52,13 @@ pub fn model_dir(c: &Common) -> Result<ModelDir> {
     Ok(ModelDir::resolve(c.model.as_deref())?)
 }
 
-pub async fn ingestor(c: &Common, a: &IngestArgs, pool: PgPool, conn_name: &str, topology: Topology) -> Result<Ingestor> {
+pub async fn ingestor(
+    c: &Common,
+    a: &IngestArgs,
+    pool: PgPool,
+    conn_name: &str,
+    topology: Topology,
+) -> Result<Ingestor> {
     let exe = std::env::current_exe().context("locating the docpipe binary for extraction")?;
     let mut cfg = IngestConfig::new(model_dir(c)?, exe);
     cfg.chunk_tokens = a.chunk_tokens;

@@ -83,8 +83,7 @@ async fn s3_events_drive_ingest_without_listing() {
     let worker = spawn(&["worker"], &prefix);
     let ingest = spawn(&["ingest", "--bucket", &bucket, "--listen"], &prefix);
 
-    let conn =
-        docpipe_bus::connect(&env("DOCPIPE_AMQP_URL"), "listen-test", Duration::from_secs(10)).await.unwrap();
+    let conn = docpipe_bus::connect(&env("DOCPIPE_AMQP_URL"), "listen-test", Duration::from_secs(10)).await.unwrap();
     let topo = docpipe_bus::Topology::new(&prefix);
     let ch = conn.create_channel().await.unwrap();
     topo.declare(&ch).await.unwrap();

@@ -95,7 +95,11 @@ pub async fn run(
 }
 
 /// Store one result.
-async fn handle_result(pool: &PgPool, delivery: &Delivery, shutdown: &mut watch::Receiver<bool>) -> Result<Handled, AggregateError> {
+async fn handle_result(
+    pool: &PgPool,
+    delivery: &Delivery,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<Handled, AggregateError> {
     let check = |r: &ChunkResult| match r.schema {
         SCHEMA_VERSION => Ok(()),
         s => Err(format!("result with unsupported schema {s} (expected {SCHEMA_VERSION})")),

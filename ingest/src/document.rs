@@ -33,7 +33,12 @@ struct Doc<'a> {
 }
 
 impl Ingestor {
-    pub(crate) async fn ingest_object(&self, run_id: Uuid, bucket: &str, obj: s3::ObjectInfo) -> Result<Outcome, IngestError> {
+    pub(crate) async fn ingest_object(
+        &self,
+        run_id: Uuid,
+        bucket: &str,
+        obj: s3::ObjectInfo,
+    ) -> Result<Outcome, IngestError> {
         let key = obj.key.as_str();
         let listed = ObjectRow { bucket, key, etag: obj.etag.as_deref(), bytes: obj.size, sha256: None };
         if obj.size > self.cfg.max_pdf_bytes {
@@ -54,7 +59,12 @@ impl Ingestor {
             Ok(b) => b,
             Err(e) => {
                 let attempts = attempts.load(Ordering::Relaxed);
-                let f = Failure { stage: Stage::Fetch, class: FailureClass::of(e.is_retryable()), message: e.to_string(), attempts };
+                let f = Failure {
+                    stage: Stage::Fetch,
+                    class: FailureClass::of(e.is_retryable()),
+                    message: e.to_string(),
+                    attempts,
+                };
                 return self.fail_new(run_id, &listed, f).await;
             }
         };
@@ -101,12 +111,20 @@ impl Ingestor {
             Err(f) => return Ok(Err(f)),
         };
         let segments: Vec<SegmentRow> = {
-            let terms = docpipe_chunker::segment::terms_of_ranges(&text.text, prepared.segments.iter().map(|s| s.chars.clone()));
+            let terms = docpipe_chunker::segment::terms_of_ranges(
+                &text.text,
+                prepared.segments.iter().map(|s| s.chars.clone()),
+            );
             prepared
                 .segments
                 .iter()
                 .zip(terms)
-                .map(|(s, terms)| SegmentRow { chars: s.chars.clone(), tokens: s.tokens.clone(), pages: text.pages_of(&s.chars), terms })
+                .map(|(s, terms)| SegmentRow {
+                    chars: s.chars.clone(),
+                    tokens: s.tokens.clone(),
+                    pages: text.pages_of(&s.chars),
+                    terms,
+                })
                 .collect()
         };
         let rows = db::DocumentText {
@@ -158,7 +176,10 @@ impl Ingestor {
         metrics::get().stage("tokenize", t0.elapsed().as_secs_f64());
         if prepared.n_tokens == 0 {
             let why = match pages.failed_pages.first() {
-                None => format!("no text layer: {} page(s) without extractable text (scanned or image-only PDF?)", pages.pages.len()),
+                None => format!(
+                    "no text layer: {} page(s) without extractable text (scanned or image-only PDF?)",
+                    pages.pages.len()
+                ),
                 Some((_, first)) => format!(
                     "no text extracted: {} of {} page(s) failed, first: {first}",
                     pages.failed_pages.len(),

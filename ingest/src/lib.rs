@@ -187,7 +187,8 @@ impl Ingestor {
         mut shutdown: watch::Receiver<bool>,
     ) -> Result<RunSummary, IngestError> {
         let queue = self.topology.events();
-        let mut inbox = Inbox::open(conn, defaults::LISTEN_PREFETCH, &[(queue.clone(), "docpipe-ingest-listen")]).await?;
+        let mut inbox =
+            Inbox::open(conn, defaults::LISTEN_PREFETCH, &[(queue.clone(), "docpipe-ingest-listen")]).await?;
         info!(%run_id, queue, bucket, prefix, "listening for S3 event notifications");
         let mut summary = RunSummary { run_id, ..Default::default() };
         loop {
@@ -238,7 +239,11 @@ impl Ingestor {
         Ok(())
     }
 
-    async fn ingest_objects(&self, run_id: Uuid, objects: Vec<(String, s3::ObjectInfo)>) -> Result<RunSummary, IngestError> {
+    async fn ingest_objects(
+        &self,
+        run_id: Uuid,
+        objects: Vec<(String, s3::ObjectInfo)>,
+    ) -> Result<RunSummary, IngestError> {
         let started = Instant::now();
         let mut summary = RunSummary { run_id, objects: objects.len(), ..Default::default() };
         let mut results = futures_util::stream::iter(objects)
@@ -255,7 +260,12 @@ impl Ingestor {
 
     /// One object ([`document`]), started over (a new generation) after a transient database
     /// error, for about a minute.
-    async fn ingest_object_retrying(&self, run_id: Uuid, bucket: &str, obj: s3::ObjectInfo) -> Result<Outcome, IngestError> {
+    async fn ingest_object_retrying(
+        &self,
+        run_id: Uuid,
+        bucket: &str,
+        obj: s3::ObjectInfo,
+    ) -> Result<Outcome, IngestError> {
         let outcome = (|| self.ingest_object(run_id, bucket, obj.clone()))
             .retry(document_backoff())
             .when(|e| e.is_transient())

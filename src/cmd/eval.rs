@@ -10,7 +10,14 @@ use crate::cli::{Common, LabelArgs, WorkerArgs};
 use crate::cmd::labels;
 use crate::setup;
 
-pub async fn run(c: &Common, w: &WorkerArgs, a: &LabelArgs, labels_file: &Path, bucket: &str, folds: usize) -> Result<()> {
+pub async fn run(
+    c: &Common,
+    w: &WorkerArgs,
+    a: &LabelArgs,
+    labels_file: &Path,
+    bucket: &str,
+    folds: usize,
+) -> Result<()> {
     let pool = setup::db(c).await?;
     labels::prepare(c, w, a, &pool).await?;
     let gold = gold::read_labels(labels_file)?;

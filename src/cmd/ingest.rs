@@ -23,28 +23,42 @@ pub async fn listen(c: &Common, source: SourceArgs, ingest: &IngestArgs) -> Resu
     drop(conn);
     let ingestor = Arc::new(setup::ingestor(c, ingest, pool, "docpipe-ingest", topology).await?);
     let run_id = ingestor.start_run("listen", &source.bucket, &source.prefix).await?;
-    docpipe_bus::supervise(&setup::broker(c), "docpipe-ingest-listen", docpipe_ops::shutdown_signal(), |conn, _, stop| {
-        let (ingestor, source) = (ingestor.clone(), source.clone());
-        async move {
-            let summary = ingestor.listen(run_id, &conn, &source.bucket, &source.prefix, stop).await?;
-            println!("{}", serde_json::to_string_pretty(&summary).unwrap_or_default());
-            Ok::<(), docpipe_ingest::IngestError>(())
-        }
-    })
+    docpipe_bus::supervise(
+        &setup::broker(c),
+        "docpipe-ingest-listen",
+        docpipe_ops::shutdown_signal(),
+        |conn, _, stop| {
+            let (ingestor, source) = (ingestor.clone(), source.clone());
+            async move {
+                let summary = ingestor.listen(run_id, &conn, &source.bucket, &source.prefix, stop).await?;
+                println!("{}", serde_json::to_string_pretty(&summary).unwrap_or_default());
+                Ok::<(), docpipe_ingest::IngestError>(())
+            }
+        },
+    )
     .await;
     Ok(())
 }
 
 /// List the bucket and ingest it; with `once`, skip if another `--once` of the same source is
 /// running, then wait for the run to finish.
-pub async fn once_or_cli(c: &Common, source: &SourceArgs, ingest: &IngestArgs, once: bool, run_timeout_s: u64) -> Result<()> {
+pub async fn once_or_cli(
+    c: &Common,
+    source: &SourceArgs,
+    ingest: &IngestArgs,
+    once: bool,
+    run_timeout_s: u64,
+) -> Result<()> {
     let pool = setup::db(c).await?;
     // a session-level advisory lock, held by this connection until the process exits
     let lock = if once {
         match docpipe_store::lock_source(&pool, &source.bucket, &source.prefix).await? {
             Some(lock) => Some(lock),
             None => {
-                println!("another `ingest --once` of s3://{}/{} is running; nothing to do", source.bucket, source.prefix);
+                println!(
+                    "another `ingest --once` of s3://{}/{} is running; nothing to do",
+                    source.bucket, source.prefix
+                );
                 return Ok(());
             }
         }

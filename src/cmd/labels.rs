@@ -10,7 +10,13 @@ use docpipe_clauses::{backfill, gold, learn, stored};
 use crate::cli::{Common, LabelArgs, WorkerArgs};
 use crate::setup;
 
-pub async fn run(c: &Common, w: &WorkerArgs, a: &LabelArgs, learn_from: Option<&Path>, bucket: Option<&str>) -> Result<()> {
+pub async fn run(
+    c: &Common,
+    w: &WorkerArgs,
+    a: &LabelArgs,
+    learn_from: Option<&Path>,
+    bucket: Option<&str>,
+) -> Result<()> {
     let pool = setup::db(c).await?;
     prepare(c, w, a, &pool).await?;
     if let Some(path) = learn_from {
@@ -23,7 +29,8 @@ pub async fn run(c: &Common, w: &WorkerArgs, a: &LabelArgs, learn_from: Option<&
         let cats = stored::load(&pool).await?;
         let refs: Vec<&gold::Doc> = docs.iter().collect();
         let scorers = learn::learn(&refs, &cats);
-        let learned: Vec<(String, docpipe_clauses::scorer::Scorer)> = cats.iter().map(|c| c.name.clone()).zip(scorers).collect();
+        let learned: Vec<(String, docpipe_clauses::scorer::Scorer)> =
+            cats.iter().map(|c| c.name.clone()).zip(scorers).collect();
         let source = format!("learned from {} documents of {}", docs.len(), path.display());
         stored::store_learned(&pool, &learned, &source).await?;
         println!("{source}");

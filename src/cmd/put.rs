@@ -9,7 +9,8 @@ use docpipe_ingest::s3 as s3api;
 use crate::cli::S3Args;
 
 pub async fn run(bucket: &str, prefix: &str, s3: &S3Args, files: &[PathBuf]) -> Result<()> {
-    let client = s3api::client(&s3api::S3Config { endpoint: s3.s3_endpoint.clone(), region: s3.s3_region.clone() }).await;
+    let client =
+        s3api::client(&s3api::S3Config { endpoint: s3.s3_endpoint.clone(), region: s3.s3_region.clone() }).await;
     s3api::ensure_bucket(&client, bucket).await?;
     for f in files {
         let name = f.file_name().with_context(|| format!("{} has no file name", f.display()))?.to_string_lossy();

@@ -10,7 +10,14 @@ use crate::setup;
 /// Characters of a segment shown under its hit.
 const EXCERPT_CHARS: usize = 240;
 
-pub async fn run(c: &Common, w: &WorkerArgs, query: &str, top: i64, bucket: Option<&str>, category: Option<&str>) -> Result<()> {
+pub async fn run(
+    c: &Common,
+    w: &WorkerArgs,
+    query: &str,
+    top: i64,
+    bucket: Option<&str>,
+    category: Option<&str>,
+) -> Result<()> {
     let pool = setup::db(c).await?;
     if let Some(cat) = category {
         let names = docpipe_clauses::stored::names(&pool).await?;

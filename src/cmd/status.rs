@@ -51,11 +51,18 @@ pub async fn print(pool: &PgPool, run_id: Uuid) -> Result<()> {
         let pages = d.pages.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
         let err = d.error.as_deref().unwrap_or("");
         let key = if d.key.chars().count() > KEY_WIDTH {
-            format!("…{}", d.key.chars().rev().take(KEY_WIDTH - 1).collect::<Vec<_>>().into_iter().rev().collect::<String>())
+            format!(
+                "…{}",
+                d.key.chars().rev().take(KEY_WIDTH - 1).collect::<Vec<_>>().into_iter().rev().collect::<String>()
+            )
         } else {
             d.key.clone()
         };
-        println!("{key:<44} {:<10} {pages:>5} {chunks:>7}  {}", d.status, err.chars().take(ERROR_WIDTH).collect::<String>());
+        println!(
+            "{key:<44} {:<10} {pages:>5} {chunks:>7}  {}",
+            d.status,
+            err.chars().take(ERROR_WIDTH).collect::<String>()
+        );
     }
     let count = |s: DocStatus| rows.iter().filter(|r| r.status == s.as_str()).count();
     let (done, failed) = (count(DocStatus::Done), count(DocStatus::Failed));
@@ -102,8 +109,9 @@ pub async fn watch_run(pool: &PgPool, run_id: Uuid, interval: Duration, mut stop
 
 fn progress_bar() -> Result<indicatif::ProgressBar> {
     let bar = indicatif::ProgressBar::new(0);
-    let style = indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} chunks\n{msg}")
-        .context("progress bar template")?;
+    let style =
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} chunks\n{msg}")
+            .context("progress bar template")?;
     bar.set_style(style);
     Ok(bar)
 }

@@ -11,10 +11,9 @@ pub fn env(name: &str) -> String {
 /// Remove a test's queues and exchanges (quorum queues keep a log each).
 pub async fn delete_queues(prefix: &str) {
     let topo = docpipe_bus::Topology::new(prefix);
-    let conn =
-        docpipe_bus::connect(&env("DOCPIPE_AMQP_URL"), "test-cleanup", std::time::Duration::from_secs(10))
-            .await
-            .unwrap();
+    let conn = docpipe_bus::connect(&env("DOCPIPE_AMQP_URL"), "test-cleanup", std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
     let ch = conn.create_channel().await.unwrap();
     for q in [topo.chunks(), topo.results(), topo.events()] {
         for name in [topo.dead_queue(&q), q] {

@@ -66,12 +66,10 @@ mod tests {
         type Item = usize;
         type Error = ();
         /// Cancel-safe, like a broker consumer: an item is taken only once it has arrived.
-        fn next(&mut self) -> impl Future<Output = Result<Option<usize>, ()>> + Send {
-            async move {
-                let Some(&(_, after)) = self.0.front() else { return std::future::pending().await };
-                tokio::time::sleep(Duration::from_millis(after)).await;
-                Ok(self.0.pop_front().and_then(|(item, _)| item))
-            }
+        async fn next(&mut self) -> Result<Option<usize>, ()> {
+            let Some(&(_, after)) = self.0.front() else { return std::future::pending().await };
+            tokio::time::sleep(Duration::from_millis(after)).await;
+            Ok(self.0.pop_front().and_then(|(item, _)| item))
         }
     }
 

@@ -67,7 +67,13 @@ pub fn embed_chunks<B: Backend>(model: &B, tasks: &[&ChunkTask], budget: usize) 
     }
     let total: usize = lengths.iter().sum();
     let secs = started.elapsed().as_secs_f64();
-    info!(chunks = tasks.len(), tokens = total, seconds = secs, tokens_per_s = total as f64 / secs.max(1e-9), "batch embedded");
+    info!(
+        chunks = tasks.len(),
+        tokens = total,
+        seconds = secs,
+        tokens_per_s = total as f64 / secs.max(1e-9),
+        "batch embedded"
+    );
     out.sort_by_key(|(i, _)| *i);
     out.into_iter().map(|(_, e)| e).collect()
 }

@@ -26,10 +26,10 @@ pub mod batch;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use docpipe_batching::Backend;
 use docpipe_bus::{self as bus, AmqpError, Inbox, Publisher, Topology};
 use docpipe_contract::defaults;
 use docpipe_contract::messages::{ChunkOutcome, ChunkResult, ChunkTask, SCHEMA_VERSION};
-use docpipe_batching::Backend;
 use docpipe_ops::metrics::{self, Metrics};
 use lapin::message::Delivery;
 use tokio::sync::{mpsc, watch};
@@ -86,7 +86,10 @@ impl Source for Chunks<'_> {
         let (_, delivery) = self.0.recv().await?;
         let task = bus::decode::<ChunkTask>(&delivery, "chunk", |t| {
             if t.schema != SCHEMA_VERSION || t.input_ids.is_empty() {
-                return Err(format!("schema {} (expected {SCHEMA_VERSION}) or no tokens, document {}", t.schema, t.meta.document_id));
+                return Err(format!(
+                    "schema {} (expected {SCHEMA_VERSION}) or no tokens, document {}",
+                    t.schema, t.meta.document_id
+                ));
             }
             Ok(())
         })
@@ -137,7 +140,6 @@ pub async fn run<B: Backend + Send + 'static>(
     let published = publish.await.map_err(|_| WorkerError::ModelGone)?;
     let _ = model_thread.join();
     published?;
-    drop(chunks);
     inbox.close("worker stopping").await;
     info!("worker stopped");
     Ok(())
@@ -219,7 +221,14 @@ async fn publish_results(
                 }
             };
             let input_tokens = u32::try_from(job.task.input_ids.len()).unwrap_or(u32::MAX);
-            results.push(ChunkResult { schema: SCHEMA_VERSION, meta: m.clone(), model: model.clone(), input_tokens, outcome, batch: stats });
+            results.push(ChunkResult {
+                schema: SCHEMA_VERSION,
+                meta: m.clone(),
+                model: model.clone(),
+                input_tokens,
+                outcome,
+                batch: stats,
+            });
             acks.push(job.delivery);
         }
         publisher.publish_all(&queue, &results).await?;

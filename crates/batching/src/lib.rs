@@ -100,12 +100,15 @@ pub fn embed_by_length<B: Backend>(model: &B, seqs: &[&[u32]], budget: usize) ->
     let mut order: Vec<usize> = (0..seqs.len()).collect();
     order.sort_by_key(|&i| seqs[i].len());
     let lengths: Vec<usize> = order.iter().map(|&i| seqs[i].len()).collect();
-    let mut out: Vec<(usize, Result<Vec<f32>, B::Error>)> = Vec::with_capacity(seqs.len());
+    type Indexed<E> = (usize, Result<Vec<f32>, E>);
+    let mut out: Vec<Indexed<B::Error>> = Vec::with_capacity(seqs.len());
     for batch in pack(&lengths, budget) {
         let ids: Vec<&[u32]> = order[batch.clone()].iter().map(|&i| seqs[i]).collect();
-        let embedded = split_on_failure(&ids, &mut |s| model.embed(s), &mut |e, n| {
-            tracing::warn!(error = %e, sequences = n, "micro-batch failed; splitting it in two and retrying")
-        });
+        let embedded = split_on_failure(
+            &ids,
+            &mut |s| model.embed(s),
+            &mut |e, n| tracing::warn!(error = %e, sequences = n, "micro-batch failed; splitting it in two and retrying"),
+        );
         out.extend(order[batch].iter().copied().zip(embedded));
     }
     out.sort_by_key(|(i, _)| *i);
@@ -142,7 +145,11 @@ mod tests {
             &[1, 2, 5, 3],
             &mut |xs: &[i32]| {
                 calls.borrow_mut().push(xs.len());
-                if xs.contains(&5) { Err(format!("bad {}", xs.len())) } else { Ok(xs.iter().map(|x| x * 10).collect()) }
+                if xs.contains(&5) {
+                    Err(format!("bad {}", xs.len()))
+                } else {
+                    Ok(xs.iter().map(|x| x * 10).collect())
+                }
             },
             &mut |_, _| splits += 1,
         );
@@ -178,7 +185,11 @@ mod tests {
         fn tokenize(&self, _: Option<&str>, text: &str) -> Result<Vec<u32>, FakeError> {
             Ok(text.bytes().map(u32::from).collect())
         }
-        fn embed_with_spans(&self, seqs: &[&[u32]], spans: &[&[Range<usize>]]) -> Result<Vec<SpanEmbeddings>, FakeError> {
+        fn embed_with_spans(
+            &self,
+            seqs: &[&[u32]],
+            spans: &[&[Range<usize>]],
+        ) -> Result<Vec<SpanEmbeddings>, FakeError> {
             let padded = seqs.iter().map(|s| s.len()).max().unwrap_or(0) * seqs.len();
             self.passes.borrow_mut().push(seqs.len());
             if padded > self.limit {

@@ -24,7 +24,12 @@ impl Inbox {
         let mut streams = Vec::with_capacity(queues.len());
         for (i, (queue, tag)) in queues.iter().enumerate() {
             let consumer = ch
-                .basic_consume(queue.as_str().into(), (*tag).into(), BasicConsumeOptions::default(), FieldTable::default())
+                .basic_consume(
+                    queue.as_str().into(),
+                    (*tag).into(),
+                    BasicConsumeOptions::default(),
+                    FieldTable::default(),
+                )
                 .await
                 .map_err(op(format!("consume {queue}")))?;
             streams.push(consumer.map(move |d| (i, d)).boxed());

@@ -111,4 +111,3 @@ async fn publish_batch<T: Serialize>(ch: &Channel, queue: &str, msgs: &[T]) -> R
     }
     Ok(())
 }
-

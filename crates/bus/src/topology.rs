@@ -137,4 +137,3 @@ impl Topology {
 fn durable() -> QueueDeclareOptions {
     QueueDeclareOptions { durable: true, ..Default::default() }
 }
-

@@ -91,7 +91,6 @@ pub async fn backfill_standalone<B: Backend, E: Into<BoxError>>(
     Ok(total)
 }
 
-
 /// One document's segments without a standalone embedding: embedded, stored, relabelled.
 async fn standalone_document<B: Backend>(pool: &PgPool, model: &B, id: Uuid, text: &str) -> Result<usize> {
     let segs: Vec<(i32, i32, i32)> = sqlx::query_as(
@@ -108,9 +107,10 @@ async fn standalone_document<B: Backend>(pool: &PgPool, model: &B, id: Uuid, tex
         let (a, b) = (to_usize(*start), to_usize(*end));
         let (a, b) = (a.min(chars.len()), b.min(chars.len()));
         let seg: String = chars.get(a..b.max(a)).unwrap_or_default().iter().collect();
-        let mut t = model
-            .tokenize(Some("document"), &seg)
-            .map_err(|e| ClausesError::Model { what: format!("tokenizing a segment of {id}"), message: e.to_string() })?;
+        let mut t = model.tokenize(Some("document"), &seg).map_err(|e| ClausesError::Model {
+            what: format!("tokenizing a segment of {id}"),
+            message: e.to_string(),
+        })?;
         if t.len() > model.max_len() {
             // keep the closing special token
             let last = t[t.len() - 1];

@@ -170,7 +170,11 @@ impl fmt::Display for EvalTable {
             macro5 / ncat.max(1) as f64
         )?;
         let (pairs, found) = self.pairs;
-        writeln!(f, "\ndocument-category pairs with a gold clause in the top 5: {found}/{pairs} ({})", pct(found, pairs).trim())?;
+        writeln!(
+            f,
+            "\ndocument-category pairs with a gold clause in the top 5: {found}/{pairs} ({})",
+            pct(found, pairs).trim()
+        )?;
         let (tp, fp, fn_) = self.zero_shot;
         writeln!(
             f,
@@ -216,7 +220,10 @@ pub fn evaluate(
     zs_threshold: f32,
 ) -> Result<EvalTable, ClausesError> {
     if docs.len() < 2 {
-        return Err(ClausesError::Input(format!("need at least 2 labelled documents that are done, found {}", docs.len())));
+        return Err(ClausesError::Input(format!(
+            "need at least 2 labelled documents that are done, found {}",
+            docs.len()
+        )));
     }
     let folds = folds.min(docs.len()).max(2);
     let mut tally: BTreeMap<String, Tally> = cats.iter().map(|c| (c.name.clone(), Tally::default())).collect();
@@ -246,7 +253,8 @@ pub fn evaluate(
     let mut zero_shot = Tally::default();
     for d in docs {
         for c in cats {
-            zero_shot.presence(ranking(d, &Scorer::zero_shot(&c.query, zs_threshold)).1 >= zs_threshold, has(d, &c.name));
+            zero_shot
+                .presence(ranking(d, &Scorer::zero_shot(&c.query, zs_threshold)).1 >= zs_threshold, has(d, &c.name));
         }
     }
     Ok(EvalTable {

@@ -51,7 +51,10 @@ pub fn read_labels(path: &Path) -> Result<Labels, ClausesError> {
         .map_err(|e| ClausesError::Labels { path: path.display().to_string(), message: e.to_string() })?;
     let mut out: Labels = BTreeMap::new();
     for (i, rec) in rdr.records().enumerate() {
-        let rec = rec.map_err(|e| ClausesError::Labels { path: path.display().to_string(), message: format!("row {}: {e}", i + 2) })?;
+        let rec = rec.map_err(|e| ClausesError::Labels {
+            path: path.display().to_string(),
+            message: format!("row {}: {e}", i + 2),
+        })?;
         let (Some(file), Some(cat)) = (rec.get(0), rec.get(1)) else { continue };
         if file.is_empty() || cat.is_empty() {
             continue;

@@ -204,7 +204,9 @@ impl Fit {
         let (lex_grad, n) = (&self.lex_grad, design.x.nrows());
         let (w, prior, l2, lex) = (&mut self.w, &self.prior, &self.l2, &mut self.lex);
         let nf = n as f32;
-        for ((wj, gj), (pj, &l2j)) in w.rows_mut().into_iter().zip(grad.rows()).zip(prior.rows().into_iter().zip(l2.iter())) {
+        for ((wj, gj), (pj, &l2j)) in
+            w.rows_mut().into_iter().zip(grad.rows()).zip(prior.rows().into_iter().zip(l2.iter()))
+        {
             for ((wi, g), p) in wj.into_iter().zip(gj).zip(pj) {
                 *wi -= LEARNING_RATE * (g / nf + l2j * (*wi - p));
             }
@@ -369,4 +371,3 @@ mod tests {
         assert!(best_threshold([(0.4, false)].into_iter()) > 0.4);
     }
 }
-

@@ -73,7 +73,6 @@ impl Scorer {
     }
 }
 
-
 /// The logistic function, clamped as `clause_score` clamps it.
 pub(crate) fn sigmoid(z: f32) -> f32 {
     1.0 / (1.0 + (-z.clamp(-50.0, 50.0)).exp())
@@ -87,4 +86,3 @@ pub(crate) fn ranking(doc: &Doc, s: &Scorer) -> (Vec<usize>, f32) {
     let best = idx.first().map(|&i| scores[i]).unwrap_or(f32::NEG_INFINITY);
     (idx, best)
 }
-

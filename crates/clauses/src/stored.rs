@@ -6,11 +6,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use docpipe_batching::Backend;
+use docpipe_contract::status::DocStatus;
 use docpipe_store::chunks::label_document;
 use docpipe_store::PgPool;
 use pgvector::Vector;
 use tracing::info;
-use docpipe_contract::status::DocStatus;
 use uuid::Uuid;
 
 use crate::gold::{gold_and_positives, Doc, Labels};
@@ -214,11 +214,7 @@ pub async fn summary(pool: &PgPool) -> Result<Vec<CategorySummary>> {
 }
 
 /// Load the labelled documents of `bucket` (matched by file name) with their segments.
-pub async fn load_docs(
-    pool: &PgPool,
-    bucket: &str,
-    labels: &Labels,
-) -> Result<(Vec<Doc>, usize)> {
+pub async fn load_docs(pool: &PgPool, bucket: &str, labels: &Labels) -> Result<(Vec<Doc>, usize)> {
     let files: BTreeSet<&String> = labels.keys().map(|(f, _)| f).collect();
     let rows: Vec<(Uuid, String, String, Option<String>)> =
         sqlx::query_as("SELECT id, key, status, text FROM documents WHERE bucket = $1 ORDER BY key")

@@ -59,9 +59,12 @@ impl std::fmt::Display for LayoutError {
 
 impl std::error::Error for LayoutError {}
 
-/// Where a chunk's segments sit in its model input: for each, the document tokens pooled
-/// (the segment's part inside the chunk) and those tokens' input positions.
-pub fn segment_positions(task: &ChunkTask) -> Result<Vec<(Range<usize>, Range<usize>)>, LayoutError> {
+/// For each of a chunk's segments: the document tokens pooled (the segment's part inside the
+/// chunk) and those tokens' positions in the model input.
+pub type SegmentSpans = Vec<(Range<usize>, Range<usize>)>;
+
+/// Where a chunk's segments sit in its model input ([`SegmentSpans`]).
+pub fn segment_positions(task: &ChunkTask) -> Result<SegmentSpans, LayoutError> {
     let chunk = range(task.meta.tokens);
     let Some(offset) = head_len(task).filter(|o| *o >= 1) else {
         return Err(LayoutError(format!(

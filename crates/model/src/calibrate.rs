@@ -53,4 +53,3 @@ pub fn calibrate_budget(
     let budget = (fit / seq_len * seq_len).clamp(seq_len, cap.max(seq_len));
     Ok(Calibration { seq_len, bytes_per_token, available, budget })
 }
-

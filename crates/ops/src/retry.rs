@@ -81,16 +81,27 @@ mod tests {
             || {
                 calls += 1;
                 let n = calls;
-                async move { if n < 3 { Err("transient") } else { Ok(n) } }
+                async move {
+                    if n < 3 {
+                        Err("transient")
+                    } else {
+                        Ok(n)
+                    }
+                }
             },
             |_| true,
             |_, _| {},
         )
         .await;
         assert_eq!(r, Some(Ok(3)));
-        let r: Option<Result<(), &str>> =
-            until_stopped(unbounded(Duration::from_millis(10), Duration::from_millis(20)), &mut stop, || async { Err("bad data") }, |e| *e != "bad data", |_, _| {})
-                .await;
+        let r: Option<Result<(), &str>> = until_stopped(
+            unbounded(Duration::from_millis(10), Duration::from_millis(20)),
+            &mut stop,
+            || async { Err("bad data") },
+            |e| *e != "bad data",
+            |_, _| {},
+        )
+        .await;
         assert_eq!(r, Some(Err("bad data")));
     }
 

@@ -71,7 +71,9 @@ pub async fn store_result(pool: &PgPool, r: &ChunkResult) -> Result<Stored, Stor
     .map_err(ctx(what))?;
     let completed = Some(done) == count && DocStatus::parse(&status) == Some(DocStatus::Done);
     if completed {
-        finish_document(&mut tx, m.document_id).await.map_err(ctx(|| format!("finishing document {}", m.document_id)))?;
+        finish_document(&mut tx, m.document_id)
+            .await
+            .map_err(ctx(|| format!("finishing document {}", m.document_id)))?;
     }
     tx.commit().await.map_err(ctx(what))?;
     Ok(Stored::Inserted { completed })
@@ -117,7 +119,11 @@ async fn insert_chunk(tx: &mut PgConnection, r: &ChunkResult, embedding: &[f32])
 }
 
 /// The segments whose middle token the chunk owns (the ownership rule), in one statement.
-async fn store_owned_segments(tx: &mut PgConnection, m: &ChunkMeta, segments: &[SegmentEmbedding]) -> Result<(), StoreError> {
+async fn store_owned_segments(
+    tx: &mut PgConnection,
+    m: &ChunkMeta,
+    segments: &[SegmentEmbedding],
+) -> Result<(), StoreError> {
     let owned_range = m.owned_tokens[0] as usize..m.owned_tokens[1] as usize;
     let owned: Vec<&SegmentEmbedding> = segments
         .iter()

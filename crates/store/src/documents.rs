@@ -64,8 +64,8 @@ pub struct ObjectRow<'a> {
 /// same transaction. Returns the document id and generation.
 pub async fn upsert_document(pool: &PgPool, run_id: Uuid, obj: &ObjectRow<'_>) -> Result<(Uuid, i32), StoreError> {
     let what = || format!("recording s3://{}/{}", obj.bucket, obj.key);
-    let bytes = i64::try_from(obj.bytes)
-        .map_err(|_| StoreError::OutOfRange { what: what(), value: obj.bytes.to_string() })?;
+    let bytes =
+        i64::try_from(obj.bytes).map_err(|_| StoreError::OutOfRange { what: what(), value: obj.bytes.to_string() })?;
     let mut tx = pool.begin().await.map_err(ctx(what))?;
     let (id, generation): (Uuid, i32) = sqlx::query_as(
         "INSERT INTO documents (id, run_id, bucket, key, etag, sha256, bytes, status)

@@ -105,8 +105,20 @@ async fn summary(pool: &PgPool, run_id: Uuid) -> Result<Option<RunSummary>, Stor
     .fetch_optional(pool)
     .await
     .map_err(ctx(|| format!("reading the run {run_id}")))?;
-    let Some((trigger, bucket, prefix, started, finished, documents, done, failed, pending, chunks_total, chunks_done, chunks_per_s)) =
-        row
+    let Some((
+        trigger,
+        bucket,
+        prefix,
+        started,
+        finished,
+        documents,
+        done,
+        failed,
+        pending,
+        chunks_total,
+        chunks_done,
+        chunks_per_s,
+    )) = row
     else {
         return Ok(None);
     };

@@ -2,8 +2,8 @@
 //! idempotent chunk rows, exactly one `done` transition under concurrency, stale generations
 //! dropped, and a chunk the worker could not embed failing its document.
 
-use docpipe_store::chunks::{store_result as store, Stored};
 use docpipe_contract::messages::{ChunkMeta, ChunkOutcome, ChunkResult, SegmentEmbedding, SCHEMA_VERSION};
+use docpipe_store::chunks::{store_result as store, Stored};
 use sqlx::PgPool;
 use uuid::Uuid;
 

@@ -67,7 +67,8 @@ impl ModelDir {
 
     fn json(&self, file: &str) -> Result<serde_json::Value, ModelDirError> {
         let path = self.join(file);
-        let raw = std::fs::read_to_string(&path).map_err(|source| ModelDirError::Read { path: path.clone(), source })?;
+        let raw =
+            std::fs::read_to_string(&path).map_err(|source| ModelDirError::Read { path: path.clone(), source })?;
         serde_json::from_str(&raw).map_err(|e| ModelDirError::Config { path, message: e.to_string() })
     }
 

@@ -6,11 +6,11 @@
 //! (default 2048, the model's maximum), so a chunk holds `chunk_tokens - prompt - 2` document
 //! tokens.
 
-use std::ops::Range;
 use docpipe_chunker::segment::{self, SegmentConfig};
 use docpipe_chunker::{Chunk, ChunkConfig};
 use docpipe_contract::layout::InputLayout;
 use docpipe_contract::messages::SegmentRef;
+use std::ops::Range;
 use tokenizers::Tokenizer;
 
 use crate::model_dir::{ModelDir, ModelDirError};
