@@ -135,7 +135,12 @@ impl Ingestor {
             chunks: prepared.chunks.len(),
             extract_seconds: extract_s,
         };
-        db::store_text(&self.pool, doc.id, doc.generation, &rows).await?;
+        match db::store_text(&self.pool, doc.id, doc.generation, &rows).await {
+            Ok(()) => {}
+            // the document's own data does not fit (a count past a Postgres integer): fail it
+            Err(e) if e.is_data_error() => return Ok(Err(Failure::permanent(Stage::Store, e.to_string()))),
+            Err(e) => return Err(e.into()),
+        }
         let count = self.publish(doc, prepared).await?;
         info!(run_id = %doc.run_id, document_id = %doc.id, key = doc.key, pages = text.pages.len(), tokens = rows.tokens, chunks = count,
               seconds = t0.elapsed().as_secs_f64(), "document queued");

@@ -35,6 +35,8 @@ pub async fn run(
     setup::ensure_labels(&pool, labels, Some(&model), || setup::load_model(c, worker_args)).await?;
     let ingestor = setup::ingestor(c, ingest, pool.clone(), "docpipe-run", topology).await?;
 
+    // installed before ingest starts: a signal during ingest ends the run cleanly afterwards
+    let stop_signal = docpipe_ops::shutdown_signal();
     let (stop_tx, stop_rx) = watch::channel(false);
     let model = Arc::new(Mutex::new(model));
     let worker_task = {
@@ -52,7 +54,7 @@ pub async fn run(
     info!(%run_id, bucket = source.bucket, prefix = source.prefix, "run started");
     let summary = ingestor.ingest(run_id, &source.bucket, &source.prefix).await?;
     let roles = [&worker_task, &aggregator_task];
-    let outcome = wait_for_run(&pool, run_id, timeout, docpipe_ops::shutdown_signal(), &roles).await;
+    let outcome = wait_for_run(&pool, run_id, timeout, stop_signal, &roles).await;
     let _ = stop_tx.send(true);
     let worker_result = worker_task.await;
     let aggregator_result = aggregator_task.await;

@@ -6,11 +6,17 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-/// Where batch items come from: `Ok(None)` is a message that was skipped (dead-lettered).
+/// Where batch items come from: messages received, then accepted as items or skipped.
 pub trait Source {
+    type Raw;
     type Item;
     type Error;
-    fn next(&mut self) -> impl Future<Output = Result<Option<Self::Item>, Self::Error>> + Send;
+    /// Wait for the next message. Cancel-safe: a message is taken only once it has arrived,
+    /// so the batch's deadline can cut this wait short without losing one.
+    fn recv(&mut self) -> impl Future<Output = Result<Self::Raw, Self::Error>> + Send;
+    /// Turn a message into an item, or `None` when it is skipped (a poison message, which
+    /// this dead-letters). Always run to completion, outside the deadline.
+    fn accept(&mut self, raw: Self::Raw) -> impl Future<Output = Result<Option<Self::Item>, Self::Error>> + Send;
 }
 
 /// One assembled batch, and whether shutdown was asked for while assembling it.
@@ -34,7 +40,7 @@ pub async fn assemble<S: Source>(
         return Ok(batch);
     }
     let first = tokio::select! {
-        r = source.next() => r?,
+        r = source.recv() => r?,
         _ = stop.changed() => { batch.stopping = true; return Ok(batch) }
     };
     let take = |item: Option<S::Item>, batch: &mut Assembled<S::Item>| {
@@ -43,14 +49,14 @@ pub async fn assemble<S: Source>(
             batch.items.push(item);
         }
     };
-    take(first, &mut batch);
+    take(source.accept(first).await?, &mut batch);
     let deadline = tokio::time::Instant::now() + max_wait;
     while batch.tokens < budget {
         let next = tokio::select! {
-            r = tokio::time::timeout_at(deadline, source.next()) => match r { Ok(r) => r?, Err(_) => break },
+            r = tokio::time::timeout_at(deadline, source.recv()) => match r { Ok(r) => r?, Err(_) => break },
             _ = stop.changed() => { batch.stopping = true; break }
         };
-        take(next, &mut batch);
+        take(source.accept(next).await?, &mut batch);
     }
     Ok(batch)
 }
@@ -63,13 +69,17 @@ mod tests {
     struct Timed(std::collections::VecDeque<(Option<usize>, u64)>);
 
     impl Source for Timed {
+        type Raw = Option<usize>;
         type Item = usize;
         type Error = ();
         /// Cancel-safe, like a broker consumer: an item is taken only once it has arrived.
-        async fn next(&mut self) -> Result<Option<usize>, ()> {
+        async fn recv(&mut self) -> Result<Option<usize>, ()> {
             let Some(&(_, after)) = self.0.front() else { return std::future::pending().await };
             tokio::time::sleep(Duration::from_millis(after)).await;
             Ok(self.0.pop_front().and_then(|(item, _)| item))
+        }
+        async fn accept(&mut self, raw: Option<usize>) -> Result<Option<usize>, ()> {
+            Ok(raw)
         }
     }
 

@@ -61,8 +61,12 @@ pub fn embed_chunks<B: Backend>(model: &B, tasks: &[&ChunkTask], budget: usize) 
             warn!(error = %e, chunks = n, "batch failed; splitting it in two and retrying");
             metrics::get().batch_splits.inc();
         });
-        let embedded = embedded.into_iter().map(|r| r.map_err(|e| chunk_error::<B>(&e)));
-        out.extend(inputs.iter().map(|(i, _)| *i).zip(embedded));
+        // one result per input; a backend that returned fewer leaves the rest to be retried
+        let mut embedded = embedded.into_iter().map(|r| r.map_err(|e| chunk_error::<B>(&e)));
+        for (i, _) in &inputs {
+            let lost = || Err(ChunkError { permanent: false, message: "lost in batch".into() });
+            out.push((*i, embedded.next().unwrap_or_else(lost)));
+        }
         out.extend(slots);
     }
     let total: usize = lengths.iter().sum();
@@ -187,4 +191,123 @@ fn worker_name() -> &'static str {
             .filter(|h| !h.is_empty())
             .unwrap_or_else(|| "unknown".into())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use docpipe_contract::layout::InputLayout;
+    use docpipe_contract::messages::{ChunkMeta, SegmentRef, SCHEMA_VERSION};
+
+    use super::*;
+
+    /// Embeds a sequence as [its length]; a pass over `limit` padded tokens fails (out of
+    /// memory, not permanent); `drop_last` returns one row too few (a broken backend).
+    struct Fake {
+        limit: usize,
+        drop_last: bool,
+        passes: Cell<usize>,
+    }
+
+    #[derive(Debug)]
+    struct Oom;
+    impl std::fmt::Display for Oom {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("out of memory")
+        }
+    }
+    impl std::error::Error for Oom {}
+
+    impl Backend for Fake {
+        type Error = Oom;
+        fn label(&self) -> String {
+            "fake/fp32".into()
+        }
+        fn max_len(&self) -> usize {
+            64
+        }
+        fn tokenize(&self, _: Option<&str>, _: &str) -> Result<Vec<u32>, Oom> {
+            Ok(vec![1])
+        }
+        fn embed_with_spans(
+            &self,
+            seqs: &[&[u32]],
+            spans: &[&[Range<usize>]],
+        ) -> Result<Vec<(Vec<f32>, Vec<Vec<f32>>)>, Oom> {
+            self.passes.set(self.passes.get() + 1);
+            if seqs.iter().map(|s| s.len()).max().unwrap_or(0) * seqs.len() > self.limit {
+                return Err(Oom);
+            }
+            let mut out: Vec<_> = seqs
+                .iter()
+                .zip(spans)
+                .map(|(s, sp)| (vec![s.len() as f32], sp.iter().map(|r| vec![r.len() as f32]).collect()))
+                .collect();
+            if self.drop_last {
+                out.pop();
+            }
+            Ok(out)
+        }
+        fn is_permanent(_: &Oom) -> bool {
+            false
+        }
+    }
+
+    /// A chunk of `n` document tokens with one segment over its first two tokens.
+    fn task(n: u32, index: u32) -> ChunkTask {
+        let layout = InputLayout { bos: 2, eos: 1, prompt: vec![7] };
+        let doc: Vec<u32> = (100..100 + n).collect();
+        ChunkTask {
+            schema: SCHEMA_VERSION,
+            meta: ChunkMeta {
+                run_id: uuid::Uuid::nil(),
+                document_id: uuid::Uuid::nil(),
+                generation: 1,
+                index,
+                count: 4,
+                tokens: [0, n],
+                owned_tokens: [0, n],
+                chars: [0, n],
+                owned_chars: [0, n],
+            },
+            input_ids: layout.input(&doc),
+            segments: vec![SegmentRef { index: 0, tokens: [0, 2] }],
+            published_ms: 0,
+        }
+    }
+
+    #[test]
+    fn chunks_keep_their_order_split_on_failure_and_fail_alone() {
+        let mut bad = task(5, 2);
+        bad.input_ids.truncate(3); // ranges that no longer fit the input: rejected alone
+        let tasks = [task(10, 0), task(4, 1), bad, task(6, 3)];
+        let refs: Vec<&ChunkTask> = tasks.iter().collect();
+        // 13, 7, 3 and 9 input ids: a budget of 40 packs [3 7 9] (27 padded) and [13]; the bad
+        // one is left out of its pass, and the fake fails [7 9] (18 padded) above 15
+        let model = Fake { limit: 15, drop_last: false, passes: Cell::new(0) };
+        let out = embed_chunks(&model, &refs, 40);
+        assert_eq!(out.len(), 4);
+        assert_eq!(out[0].as_ref().unwrap().embedding, vec![13.0]);
+        assert_eq!(out[1].as_ref().unwrap().embedding, vec![7.0]);
+        assert_eq!(out[3].as_ref().unwrap().embedding, vec![9.0]);
+        let e = out[2].as_ref().unwrap_err();
+        assert!(e.permanent && e.message.contains("input ids"), "{e:?}");
+        // the segment's contextual embedding pools its two tokens, from the same pass
+        assert_eq!(out[0].as_ref().unwrap().segments[0].embedding, vec![2.0]);
+        // [7 9] failed and was split into [7] and [9]; then [13]
+        assert_eq!(model.passes.get(), 4);
+    }
+
+    #[test]
+    fn a_backend_that_loses_a_row_leaves_that_chunk_to_be_retried() {
+        let tasks = [task(4, 0), task(4, 1)];
+        let refs: Vec<&ChunkTask> = tasks.iter().collect();
+        let model = Fake { limit: 1000, drop_last: true, passes: Cell::new(0) };
+        let out = embed_chunks(&model, &refs, 1000);
+        assert_eq!(out.len(), 2);
+        assert!(out[0].is_ok());
+        let e = out[1].as_ref().unwrap_err();
+        assert!(!e.permanent && e.message == "lost in batch", "{e:?}");
+    }
 }

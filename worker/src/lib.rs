@@ -80,16 +80,19 @@ struct Job {
 struct Chunks<'a>(&'a mut Inbox);
 
 impl Source for Chunks<'_> {
+    type Raw = Delivery;
     type Item = Job;
     type Error = AmqpError;
-    async fn next(&mut self) -> Result<Option<Job>, AmqpError> {
-        let (_, delivery) = self.0.recv().await?;
+
+    async fn recv(&mut self) -> Result<Delivery, AmqpError> {
+        Ok(self.0.recv().await?.1)
+    }
+
+    async fn accept(&mut self, delivery: Delivery) -> Result<Option<Job>, AmqpError> {
         let task = bus::decode::<ChunkTask>(&delivery, "chunk", |t| {
             if t.schema != SCHEMA_VERSION || t.input_ids.is_empty() {
-                return Err(format!(
-                    "schema {} (expected {SCHEMA_VERSION}) or no tokens, document {}",
-                    t.schema, t.meta.document_id
-                ));
+                let (schema, doc) = (t.schema, t.meta.document_id);
+                return Err(format!("schema {schema} (expected {SCHEMA_VERSION}) or no tokens, document {doc}"));
             }
             Ok(())
         })
@@ -162,6 +165,7 @@ fn spawn_model_thread<B: Backend + Send + 'static>(
                 jobs.sort_by_key(|j| j.task.input_ids.len());
                 let tasks: Vec<&ChunkTask> = jobs.iter().map(|j| &j.task).collect();
                 let mut embedded = embed_chunks(&*model, &tasks, budget);
+                debug_assert_eq!(embedded.len(), tasks.len(), "one outcome per chunk");
                 if standalone {
                     embed_standalone(&*model, &tasks, &mut embedded, budget);
                 }

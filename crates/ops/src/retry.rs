@@ -6,6 +6,9 @@
 //! | [`patient`] | connecting to Postgres or RabbitMQ at start: for up to a given time |
 //! | [`bounded`] | a call worth a few more tries (S3, a document after a database blip) |
 //! | [`unbounded`] | waiting out an outage while holding a delivery, until shutdown |
+//!
+//! Delays start at `min` and double up to `max`; with jitter (the first two shapes: many
+//! clients may retry the same server at once) each delay gains up to as much again at random.
 
 use std::future::Future;
 use std::time::Duration;
@@ -14,24 +17,26 @@ use backon::BackoffBuilder;
 pub use backon::ExponentialBuilder;
 use tokio::sync::watch;
 
-/// Exponential from `min` to `max`, with jitter: the policy every retry in docpipe uses.
+/// Exponential from `min` to `max`: the policy every retry in docpipe uses.
 pub fn backoff(min: Duration, max: Duration) -> ExponentialBuilder {
-    ExponentialBuilder::default().with_min_delay(min).with_max_delay(max).with_jitter()
+    ExponentialBuilder::default().with_min_delay(min).with_max_delay(max)
 }
 
-/// Retry for up to about `patience` in all, 0.2 s to 5 s apart.
+/// Retry for up to about `patience` in all, 0.2 s to 5 s apart, with jitter.
 pub fn patient(patience: Duration) -> ExponentialBuilder {
     backoff(Duration::from_millis(200), Duration::from_secs(5))
+        .with_jitter()
         .with_total_delay(Some(patience))
         .with_max_times(usize::MAX)
 }
 
-/// At most `times` retries, `min` to `max` apart.
+/// At most `times` retries, `min` to `max` apart, with jitter.
 pub fn bounded(min: Duration, max: Duration, times: usize) -> ExponentialBuilder {
-    backoff(min, max).with_max_times(times)
+    backoff(min, max).with_jitter().with_max_times(times)
 }
 
-/// Retries without end, `min` to `max` apart (stopped by the caller: [`until_stopped`]).
+/// Retries without end, `min` to `max` apart, no jitter: one process waiting for its own
+/// connection or database to come back (stopped by the caller: [`until_stopped`]).
 pub fn unbounded(min: Duration, max: Duration) -> ExponentialBuilder {
     backoff(min, max).with_max_times(usize::MAX)
 }
