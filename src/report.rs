@@ -29,27 +29,33 @@ pub struct Report {
 impl Report {
     /// The page's content from the run's stored figures.
     pub fn new(run_id: Uuid, f: RunFigures) -> Self {
-        let s = f.summary;
-        let tokens = match (s.tokens, s.span_s) {
+        let (p, tokens, span_s) = (f.summary.progress, f.summary.tokens, f.summary.span_s);
+        let tokens = match (tokens, span_s) {
             (Some(t), Some(secs)) if secs > 0.0 => {
                 format!("{t} model input tokens, {:.0} tokens/s end to end", t as f64 / secs)
             }
             (Some(t), _) => format!("{t} model input tokens"),
             _ => "none stored".into(),
         };
+        let time = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M:%S UTC").to_string();
         let header = vec![
             ("run".into(), run_id.to_string()),
-            ("trigger".into(), s.trigger),
-            ("source".into(), format!("s3://{}/{}", s.bucket, s.prefix)),
-            ("started".into(), s.started),
-            ("finished".into(), s.finished.unwrap_or_else(|| "not yet".into())),
+            ("trigger".into(), p.trigger.clone()),
+            ("source".into(), format!("s3://{}/{}", p.bucket, p.prefix)),
+            ("started".into(), time(p.started_at)),
+            ("finished".into(), p.finished_at.map(time).unwrap_or_else(|| "not yet".into())),
             (
                 "documents".into(),
-                format!("{}: {} done, {} failed, {} pending", s.documents, s.done, s.failed, s.pending),
+                format!("{}: {} done, {} failed, {} pending", p.documents, p.done, p.failed, p.pending()),
             ),
             (
                 "chunks".into(),
-                format!("{} of {} stored, {:.2} chunks/s over the run", s.chunks_done, s.chunks_total, s.chunks_per_s),
+                format!(
+                    "{} of {} stored, {:.2} chunks/s over the run",
+                    p.chunks_done,
+                    p.chunks_total,
+                    p.chunks_per_s.unwrap_or(0.0)
+                ),
             ),
             ("tokens".into(), tokens),
         ];

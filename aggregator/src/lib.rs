@@ -21,8 +21,6 @@ use lapin::message::Delivery;
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
-pub use docpipe_store::chunks::{label_document, weighted_mean};
-
 #[derive(Debug, thiserror::Error)]
 pub enum AggregateError {
     #[error(transparent)]

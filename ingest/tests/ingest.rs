@@ -17,7 +17,6 @@ use docpipe_ingest::s3::{self, S3Config, S3Error};
 use docpipe_ingest::{IngestConfig, IngestError, Ingestor, RunSummary};
 use docpipe_store::PgPool;
 use docpipe_text::ModelDir;
-use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
 use uuid::Uuid;
 
 /// `max_pdf_bytes` in these tests.
@@ -33,21 +32,11 @@ fn env(name: &str) -> String {
     })
 }
 
-/// Remove a test's queues and exchanges (quorum queues keep a log each). A copy of the root
-/// package's `tests/common::delete_queues`.
+/// Remove a test's queues and exchanges (quorum queues keep a log each).
 async fn delete_queues(prefix: &str) {
-    let topo = Topology::new(prefix);
     let conn = docpipe_bus::connect(&env("DOCPIPE_AMQP_URL"), "test-cleanup", Duration::from_secs(10)).await.unwrap();
     let ch = conn.create_channel().await.unwrap();
-    for q in [topo.chunks(), topo.results(), topo.events()] {
-        for name in [topo.dead_queue(&q), q] {
-            ch.queue_delete(name.as_str().into(), QueueDeleteOptions::default()).await.unwrap();
-        }
-    }
-    ch.queue_delete(topo.poison().as_str().into(), QueueDeleteOptions::default()).await.unwrap();
-    for x in [topo.dead_exchange(), topo.events()] {
-        ch.exchange_delete(x.as_str().into(), ExchangeDeleteOptions::default()).await.unwrap();
-    }
+    Topology::new(prefix).delete(&ch).await.unwrap();
 }
 
 /// `len` bytes that pass ingest's PDF sniffing (`%PDF-` up front): the extractor is never

@@ -1,6 +1,8 @@
 //! Queue and exchange names, and declaring them (see the crate docs for the topology).
 
-use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::options::{
+    ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Channel, ExchangeKind};
 
@@ -111,6 +113,22 @@ impl Topology {
         )
         .await
         .map_err(op(format!("bind queue {events}")))?;
+        Ok(())
+    }
+
+    /// Delete every queue and exchange of the topology (a test's own prefix, or a deployment
+    /// being removed): quorum queues keep a log each until deleted.
+    pub async fn delete(&self, ch: &Channel) -> Result<(), AmqpError> {
+        for queue in self.queues() {
+            ch.queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+                .await
+                .map_err(op(format!("delete queue {queue}")))?;
+        }
+        for exchange in [self.dead_exchange(), self.events()] {
+            ch.exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
+                .await
+                .map_err(op(format!("delete exchange {exchange}")))?;
+        }
         Ok(())
     }
 

@@ -28,11 +28,6 @@ impl DocStatus {
         }
     }
 
-    /// Done or failed: nothing more will happen to it in this run.
-    pub fn is_final(self) -> bool {
-        matches!(self, DocStatus::Done | DocStatus::Failed)
-    }
-
     pub fn parse(s: &str) -> Option<DocStatus> {
         Self::ALL.into_iter().find(|d| d.as_str() == s)
     }
@@ -127,7 +122,6 @@ mod tests {
             assert_eq!(DocStatus::parse(s.as_str()), Some(s));
         }
         assert_eq!(DocStatus::parse("queued"), None);
-        assert!(DocStatus::Done.is_final() && !DocStatus::Embedding.is_final());
         assert_eq!(Failure::permanent(Stage::Extract, "no text").summary(), "extract: no text");
     }
 }

@@ -18,7 +18,7 @@ pub use backon::ExponentialBuilder;
 use tokio::sync::watch;
 
 /// Exponential from `min` to `max`: the policy every retry in docpipe uses.
-pub fn backoff(min: Duration, max: Duration) -> ExponentialBuilder {
+fn backoff(min: Duration, max: Duration) -> ExponentialBuilder {
     ExponentialBuilder::default().with_min_delay(min).with_max_delay(max)
 }
 

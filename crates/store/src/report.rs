@@ -4,24 +4,13 @@
 use docpipe_contract::status::DocStatus;
 use uuid::Uuid;
 
+use crate::progress::Progress;
 use crate::{ctx, PgPool, StoreError};
 
-/// The run's summary row (from `run_progress`) and its model-token total.
+/// The run's progress (the one reader of `run_progress`) and its model-token total.
 #[derive(Debug, Clone)]
 pub struct RunSummary {
-    pub trigger: String,
-    pub bucket: String,
-    pub prefix: String,
-    /// `YYYY-MM-DD HH:MM:SS TZ`, as Postgres formats it.
-    pub started: String,
-    pub finished: Option<String>,
-    pub documents: i64,
-    pub done: i64,
-    pub failed: i64,
-    pub pending: i64,
-    pub chunks_total: i64,
-    pub chunks_done: i64,
-    pub chunks_per_s: f64,
+    pub progress: Progress,
     /// Model input tokens stored, and the seconds from the first ingest to the last chunk.
     pub tokens: Option<i64>,
     pub span_s: Option<f64>,
@@ -92,36 +81,8 @@ pub async fn load(pool: &PgPool, run_id: Uuid) -> Result<Option<RunFigures>, Sto
     }))
 }
 
-type SummaryRow = (String, String, String, String, Option<String>, i64, i64, i64, i64, i64, i64, f64);
-
 async fn summary(pool: &PgPool, run_id: Uuid) -> Result<Option<RunSummary>, StoreError> {
-    let row: Option<SummaryRow> = sqlx::query_as(
-        "SELECT trigger, bucket, prefix, to_char(started_at, 'YYYY-MM-DD HH24:MI:SS TZ'),
-                to_char(finished_at, 'YYYY-MM-DD HH24:MI:SS TZ'),
-                documents, done, failed, queued + extracting + embedding, chunks_total, chunks_done, chunks_per_s
-         FROM run_progress WHERE run_id = $1",
-    )
-    .bind(run_id)
-    .fetch_optional(pool)
-    .await
-    .map_err(ctx(|| format!("reading the run {run_id}")))?;
-    let Some((
-        trigger,
-        bucket,
-        prefix,
-        started,
-        finished,
-        documents,
-        done,
-        failed,
-        pending,
-        chunks_total,
-        chunks_done,
-        chunks_per_s,
-    )) = row
-    else {
-        return Ok(None);
-    };
+    let Some(progress) = Progress::load(pool, run_id).await? else { return Ok(None) };
     let (tokens, span_s): (Option<i64>, Option<f64>) = sqlx::query_as(
         "SELECT sum(c.input_tokens)::int8,
                 extract(epoch FROM max(c.created_at) - min(d.ingest_started_at))::float8
@@ -131,22 +92,7 @@ async fn summary(pool: &PgPool, run_id: Uuid) -> Result<Option<RunSummary>, Stor
     .fetch_one(pool)
     .await
     .map_err(ctx(|| format!("reading tokens of run {run_id}")))?;
-    Ok(Some(RunSummary {
-        trigger,
-        bucket,
-        prefix,
-        started,
-        finished,
-        documents,
-        done,
-        failed,
-        pending,
-        chunks_total,
-        chunks_done,
-        chunks_per_s,
-        tokens,
-        span_s,
-    }))
+    Ok(Some(RunSummary { progress, tokens, span_s }))
 }
 
 /// Latencies by stage, from the timestamps and timings the stages stored.
