@@ -36,7 +36,11 @@ scenario() {  # name inject-function [pdf-dir [timeout-s]]
   local name=$1 inject=$2 dir=${3:-$work} timeout=${4:-$TIMEOUT} tag
   tag=$name-$(date +%s)-$$
   local prefix=fault-$tag bucket=fault-$tag log=$work/$name.log
-  "$BIN" put --bucket "$bucket" "$dir"/*.pdf >/dev/null || { echo "put failed" >&2; return 1; }
+  if ! "$BIN" put --bucket "$bucket" "$dir"/*.pdf >/dev/null 2>>"$log"; then
+    printf '%-18s upload failed, see %s\n' "$name" "$log"
+    FAILED=1
+    return
+  fi
   AGG=$(start_role aggregate "$prefix" "$log" "$AGG_PORT")
   WORKER=$(start_role worker "$prefix" "$log" "$WORKER_PORT")
   local run_id

@@ -17,7 +17,7 @@ pub enum S3Error {
     #[error("downloading s3://{bucket}/{key} failed: {message}")]
     Get { bucket: String, key: String, message: String, retryable: bool },
     #[error("uploading s3://{bucket}/{key} failed: {message}")]
-    Put { bucket: String, key: String, message: String },
+    Put { bucket: String, key: String, message: String, retryable: bool },
     #[error("s3://{bucket}/{key} is {bytes} bytes, over the limit of {limit} (max_pdf_bytes)")]
     TooLarge { bucket: String, key: String, bytes: u64, limit: u64 },
 }
@@ -27,8 +27,9 @@ impl S3Error {
     /// denied access and over-limit sizes are not.
     pub fn is_retryable(&self) -> bool {
         match self {
-            S3Error::List { retryable, .. } | S3Error::Get { retryable, .. } => *retryable,
-            S3Error::Put { .. } => true,
+            S3Error::List { retryable, .. } | S3Error::Get { retryable, .. } | S3Error::Put { retryable, .. } => {
+                *retryable
+            }
             S3Error::TooLarge { .. } => false,
         }
     }
@@ -138,6 +139,7 @@ pub async fn ensure_bucket(client: &Client, bucket: &str) -> Result<(), S3Error>
         bucket: bucket.into(),
         key: String::new(),
         message: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
+        retryable: transient(&e),
     })?;
     Ok(())
 }
@@ -156,6 +158,7 @@ pub async fn put(client: &Client, bucket: &str, key: &str, body: Vec<u8>) -> Res
             bucket: bucket.into(),
             key: key.into(),
             message: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
+            retryable: transient(&e),
         })?;
     Ok(())
 }

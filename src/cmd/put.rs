@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use backon::Retryable;
 use docpipe_ingest::s3 as s3api;
 
 use crate::cli::S3Args;
@@ -16,7 +17,12 @@ pub async fn run(bucket: &str, prefix: &str, s3: &S3Args, files: &[PathBuf]) -> 
         let name = f.file_name().with_context(|| format!("{} has no file name", f.display()))?.to_string_lossy();
         let body = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
         let key = format!("{prefix}{name}");
-        s3api::put(&client, bucket, &key, body).await?;
+        // a 5xx or a dropped connection is tried again, as ingest does for its downloads
+        (|| s3api::put(&client, bucket, &key, body.clone()))
+            .retry(s3api::backoff())
+            .when(|e| e.is_retryable())
+            .notify(|e, d| tracing::warn!(bucket, key, error = %e, retry_in = ?d, "upload failed; retrying"))
+            .await?;
         println!("uploaded s3://{bucket}/{key}");
     }
     Ok(())
