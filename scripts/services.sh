@@ -392,6 +392,7 @@ stop_pgserver() {
 # --- S3 (SeaweedFS) --------------------------------------------------------------------------
 S3_ENDPOINT=
 WEED_PIDFILE=$RUN/s3.pid
+S3_VOLUME_MB=64  # SeaweedFS volume size: see the note where weed starts
 weed_pid() {  # prints the pid of our running weed, fails if none
   local pid
   pid=$(cat "$WEED_PIDFILE" 2>/dev/null) || return 1
@@ -423,6 +424,11 @@ ensure_s3() {
     die "DOCPIPE_S3_ACCESS_KEY / DOCPIPE_S3_SECRET_KEY may only use letters, digits and ._~+/=-"
   identities=$(printf '{"identities":[{"name":"docpipe","credentials":[{"accessKey":"%s","secretKey":"%s"}],"actions":["Admin","Read","Write","List","Tagging"]}]}' \
     "$S3_ACCESS_KEY" "$S3_SECRET_KEY")
+  # one started by an older services.sh, with 1 GB volumes: restart it with the smaller ones
+  if weed_pid >/dev/null && [[ $(tr '\0' ' ' <"/proc/$(weed_pid)/cmdline") != *"-master.volumeSizeLimitMB=$S3_VOLUME_MB "* ]]; then
+    log "restarting seaweedfs with ${S3_VOLUME_MB} MB volumes"
+    stop_s3
+  fi
   if weed_pid >/dev/null; then
     [[ $(cat "$conf" 2>/dev/null) == "$identities" ]] ||
       log "warning: seaweedfs runs with other S3 keys than DOCPIPE_S3_ACCESS_KEY/SECRET_KEY now ask for; run '$0 down' and 'up' again"
@@ -442,6 +448,10 @@ ensure_s3() {
 
   (umask 077; printf '%s\n' "$identities" >"$conf")
 
+  # Every bucket is a SeaweedFS collection with volumes of its own, and the volume count is capped
+  # at free disk / volume size: with mini's 1 GB volumes, ~60 buckets (a few dozen test runs)
+  # exhausted a 60 GB disk and every upload failed with InternalError. 64 MB volumes (large
+  # objects are stored in chunks) leave room for ~16x as many.
   # weed mini also listens on master/volume/filer/admin HTTP ports and gRPC ports (HTTP + 10000);
   # keep the defaults unless something else listens there.
   local -A taken=()
@@ -477,7 +487,7 @@ ensure_s3() {
     cd "$RUN/s3"
     close_fds
     exec setsid "$WEED" -logtostderr mini -dir="$RUN/s3" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
-      -master.telemetry=false -admin.ui=false -webdav=false \
+      -master.telemetry=false -admin.ui=false -webdav=false -master.volumeSizeLimitMB="$S3_VOLUME_MB" \
       -s3.port="$S3_PORT" -s3.port.grpc="$s3grpc" -s3.port.iceberg=0 -s3.port.lance=0 \
       -s3.config="$conf" \
       -master.port="$master" -master.port.grpc=$((master + 10000)) \
