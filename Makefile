@@ -12,15 +12,18 @@ export DOCPIPE_MODEL ?= $(DOCPIPE_HOME)/embeddinggemma-300m
 SERVICES_ENV := $(DOCPIPE_HOME)/run/env.sh
 CARGO ?= cargo
 
-.PHONY: demo test bench eval fault-test provision libtorch model services services-down build
+.PHONY: demo test bench eval eval-ocr fault-test provision libtorch model ocr services services-down build
 
-provision: libtorch model services
+provision: libtorch model ocr services
 
 libtorch:
 	@scripts/provision.sh libtorch
 
 model:
 	@scripts/provision.sh model
+
+ocr:
+	@scripts/provision.sh ocr
 
 services:
 	@scripts/services.sh up >/dev/null
@@ -48,6 +51,14 @@ LABELS ?= ../shared/corpus/contracts/cuad_labels.tsv
 PDFS ?= ../shared/corpus/contracts
 eval: provision build
 	source $(SERVICES_ENV) && scripts/eval.sh "$(LABELS)" "$(PDFS)"
+
+# OCR accuracy: pages of born-digital PDFs rendered at OCR_DPI and read by Tesseract, against
+# their own text layer. Last line: `ocr_cer X.XXXX`.
+OCR_DOCS ?= 10
+OCR_PAGES ?= 2
+OCR_DPI ?= 200
+eval-ocr: ocr build
+	target/debug/docpipe eval-ocr --pdfs "$(PDFS)" --docs $(OCR_DOCS) --pages-per-doc $(OCR_PAGES) --ocr-dpi $(OCR_DPI)
 
 # Forward pass vs sentence-transformers, same chunks and threads, one run (installs the reference).
 bench: libtorch model

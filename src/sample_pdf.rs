@@ -71,3 +71,135 @@ pub fn render(text: &str) -> Result<Vec<u8>, lopdf::Error> {
     doc.save_to(&mut out)?;
     Ok(out)
 }
+
+/// `text` as a scanned document: every page of [`render`] rasterised to a grey image at `dpi`
+/// by poppler's `pdftoppm` and placed in a PDF as an image alone, with no text layer (what a
+/// scanner produces). `rotate` turns the images clockwise (0, 90, 180, 270), as a sheet fed
+/// sideways or upside down. For the tests' and the demo's scanned fixtures.
+pub fn render_scan(text: &str, dpi: u32, rotate: u16) -> anyhow::Result<Vec<u8>> {
+    use anyhow::{bail, Context};
+    if ![0, 90, 180, 270].contains(&rotate) {
+        bail!("--rotate must be 0, 90, 180 or 270, not {rotate}");
+    }
+    let dir = std::env::temp_dir().join(format!("docpipe-scan-{}-{}", std::process::id(), rand_suffix()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let result = (|| {
+        let source = dir.join("source.pdf");
+        std::fs::write(&source, render(text)?).with_context(|| format!("writing {}", source.display()))?;
+        let status = std::process::Command::new("pdftoppm")
+            .args(["-gray", "-r", &dpi.to_string()])
+            .arg(&source)
+            .arg(dir.join("page"))
+            .status()
+            .context("running pdftoppm (Debian package poppler-utils)")?;
+        if !status.success() {
+            bail!("pdftoppm failed ({status})");
+        }
+        let mut images: Vec<_> = std::fs::read_dir(&dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "pgm"))
+            .collect();
+        // page-1.pgm … page-10.pgm: pdftoppm pads the numbers to the same width
+        images.sort();
+        let pages = images
+            .iter()
+            .map(|p| {
+                let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+                let (w, h, px) = parse_pgm(&bytes).with_context(|| format!("reading {}", p.display()))?;
+                Ok(rotate_gray(w, h, px, rotate))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(image_pdf(&pages, dpi)?)
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+}
+
+/// Width, height and pixels of a binary 8-bit PGM (`P5`).
+fn parse_pgm(b: &[u8]) -> anyhow::Result<(usize, usize, &[u8])> {
+    let mut fields = Vec::new();
+    let mut i = 0;
+    while fields.len() < 4 {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let start = i;
+        while i < b.len() && !b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        anyhow::ensure!(i > start, "truncated PGM header");
+        fields.push(std::str::from_utf8(&b[start..i])?.to_string());
+    }
+    anyhow::ensure!(fields[0] == "P5" && fields[3] == "255", "not an 8-bit binary PGM");
+    let (w, h): (usize, usize) = (fields[1].parse()?, fields[2].parse()?);
+    let px = b.get(i + 1..i + 1 + w * h).ok_or_else(|| anyhow::anyhow!("truncated PGM pixels"))?;
+    Ok((w, h, px))
+}
+
+/// A grey image turned clockwise by `degrees`: (width, height, pixels).
+fn rotate_gray(w: usize, h: usize, px: &[u8], degrees: u16) -> (usize, usize, Vec<u8>) {
+    match degrees {
+        90 => (h, w, (0..w * h).map(|i| px[(h - 1 - i % h) * w + i / h]).collect()),
+        180 => (w, h, px.iter().rev().copied().collect()),
+        270 => (h, w, (0..w * h).map(|i| px[(i % h) * w + (w - 1 - i / h)]).collect()),
+        _ => (w, h, px.to_vec()),
+    }
+}
+
+/// A PDF with one grey image per page, each page the image's size at `dpi`.
+fn image_pdf(pages: &[(usize, usize, Vec<u8>)], dpi: u32) -> Result<Vec<u8>, lopdf::Error> {
+    let mut doc = Document::with_version("1.5");
+    let pages_id = doc.new_object_id();
+    let mut kids = Vec::new();
+    for (w, h, px) in pages {
+        let image = Stream::new(
+            dictionary! {
+                "Type" => "XObject", "Subtype" => "Image", "Width" => *w as i64, "Height" => *h as i64,
+                "ColorSpace" => "DeviceGray", "BitsPerComponent" => 8,
+            },
+            px.clone(),
+        );
+        let image_id = doc.add_object(image);
+        let (pw, ph) = (*w as f32 * 72.0 / dpi as f32, *h as f32 * 72.0 / dpi as f32);
+        let ops = vec![
+            Operation::new("q", vec![]),
+            Operation::new("cm", vec![pw.into(), 0.into(), 0.into(), ph.into(), 0.into(), 0.into()]),
+            Operation::new("Do", vec!["Im0".into()]),
+            Operation::new("Q", vec![]),
+        ];
+        let content_id = doc.add_object(Stream::new(dictionary! {}, Content { operations: ops }.encode()?));
+        let page_id = doc.add_object(dictionary! {
+            "Type" => "Page", "Parent" => pages_id, "Contents" => content_id,
+            "MediaBox" => vec![0.into(), 0.into(), pw.into(), ph.into()],
+            "Resources" => dictionary! { "XObject" => dictionary! { "Im0" => image_id } },
+        });
+        kids.push(page_id.into());
+    }
+    let count = kids.len() as i64;
+    doc.objects.insert(pages_id, Object::Dictionary(dictionary! { "Type" => "Pages", "Kids" => kids, "Count" => count }));
+    let catalog_id = doc.add_object(dictionary! { "Type" => "Catalog", "Pages" => pages_id });
+    doc.trailer.set("Root", catalog_id);
+    doc.compress();
+    let mut out = Vec::new();
+    doc.save_to(&mut out)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rotate_gray;
+
+    #[test]
+    fn rotations_turn_the_image_clockwise() {
+        // 2 wide, 3 high:  a b / c d / e f
+        let px = b"abcdef";
+        assert_eq!(rotate_gray(2, 3, px, 90), (3, 2, b"ecafdb".to_vec()));
+        assert_eq!(rotate_gray(2, 3, px, 180), (2, 3, b"fedcba".to_vec()));
+        assert_eq!(rotate_gray(2, 3, px, 270), (3, 2, b"bdface".to_vec()));
+        assert_eq!(rotate_gray(2, 3, px, 0), (2, 3, px.to_vec()));
+    }
+}

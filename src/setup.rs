@@ -71,6 +71,7 @@ pub async fn ingestor(
         memory_bytes: a.extract_memory_mb << 20,
         max_pages: a.max_pages,
     };
+    cfg.ocr = a.ocr.config(a.extract_memory_mb);
     let s3 = docpipe_ingest::s3::client(&docpipe_ingest::s3::S3Config {
         endpoint: a.s3.s3_endpoint.clone(),
         region: a.s3.s3_region.clone(),
@@ -78,7 +79,9 @@ pub async fn ingestor(
     .await;
     // its own connection, re-established if the broker restarts mid-run
     let publisher = Publisher::reconnecting(&c.amqp_url, &format!("{conn_name}-publisher"), defaults::PATIENCE).await?;
-    Ok(Ingestor::new(cfg, s3, pool, publisher, topology)?)
+    let ingestor = Ingestor::new(cfg, s3, pool, publisher, topology)?;
+    ingestor.check_ocr().await?;
+    Ok(ingestor)
 }
 
 pub fn load_model(c: &Common, w: &WorkerArgs) -> Result<SentenceEmbedder> {

@@ -11,6 +11,7 @@ use docpipe_ops::metrics;
 use docpipe_store::documents::{self as db, ObjectRow, SegmentRow};
 use docpipe_store::failures::{record_failure, DocumentRef};
 use docpipe_text::extract::Pages;
+use docpipe_text::ocr::OcrMode;
 use docpipe_text::prepare::{DocumentText, Prepared};
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
@@ -127,9 +128,15 @@ impl Ingestor {
                 })
                 .collect()
         };
+        let ocr: Vec<Option<f32>> = pages.ocr.iter().map(|r| r.map(|r| r.confidence)).collect();
+        let warning = self.warning(&pages);
         let rows = db::DocumentText {
             text: &text.text,
             pages: &text.pages,
+            ocr: &ocr,
+            ocr_seconds: pages.ocr_seconds,
+            ocr_confidence: pages.ocr_confidence(),
+            warning: warning.as_deref(),
             segments: &segments,
             tokens: prepared.n_tokens,
             chunks: prepared.chunks.len(),
@@ -166,7 +173,34 @@ impl Ingestor {
         for (page, why) in &pages.failed_pages {
             warn!(run_id = %doc.run_id, document_id = %doc.id, key = doc.key, page, reason = %why, "page text could not be extracted");
         }
+        let read = pages.ocr_pages();
+        if read + pages.ocr_discarded.len() > 0 {
+            m.stage("ocr", pages.ocr_seconds);
+            for r in pages.ocr.iter().flatten() {
+                m.ocr_seconds_per_page.observe(r.seconds);
+            }
+            m.ocr_pages.get_or_create(&vec![("outcome", "used".to_string())]).inc_by(read as u64);
+            m.ocr_pages.get_or_create(&vec![("outcome", "discarded".to_string())]).inc_by(pages.ocr_discarded.len() as u64);
+            info!(run_id = %doc.run_id, document_id = %doc.id, key = doc.key, pages_used = read,
+                  pages_discarded = pages.ocr_discarded.len(), confidence = pages.ocr_confidence().unwrap_or(0.0),
+                  seconds = pages.ocr_seconds, "OCR finished");
+        }
+        for (page, why) in &pages.ocr_discarded {
+            info!(run_id = %doc.run_id, document_id = %doc.id, key = doc.key, page, reason = %why, "OCR text not used");
+        }
         Ok(pages)
+    }
+
+    /// What a reader of the results should know about this document's text, if anything.
+    fn warning(&self, pages: &Pages) -> Option<String> {
+        let confidence = pages.ocr_confidence()?;
+        let below = self.cfg.ocr.flag_below;
+        (confidence < below).then(|| {
+            format!(
+                "low OCR confidence: {confidence:.0} (below {below:.0}) on {} page(s) read by OCR; check the text",
+                pages.ocr_pages()
+            )
+        })
     }
 
     /// Tokens, chunks and segments, off the async runtime; a document without text or over the
@@ -180,12 +214,17 @@ impl Ingestor {
             .map_err(|e| Failure::permanent(Stage::Tokenize, e.to_string()))?;
         metrics::get().stage("tokenize", t0.elapsed().as_secs_f64());
         if prepared.n_tokens == 0 {
-            let why = match pages.failed_pages.first() {
-                None => format!(
-                    "no text layer: {} page(s) without extractable text (scanned or image-only PDF?)",
-                    pages.pages.len()
+            let n = pages.pages.len();
+            let why = match (pages.failed_pages.first(), pages.ocr_discarded.first()) {
+                (None, None) if self.cfg.ocr.mode == OcrMode::Off => format!(
+                    "no text layer: {n} page(s) without extractable text (scanned or image-only PDF? OCR is off: --ocr auto reads scans)"
                 ),
-                Some((_, first)) => format!(
+                (None, Some((_, why))) => format!(
+                    "no text: {n} page(s) without a text layer, and OCR found no readable text on them (blank, or images without text?); page {}: {why}",
+                    pages.ocr_discarded[0].0
+                ),
+                (None, None) => format!("no text layer: {n} page(s) without extractable text"),
+                (Some((_, first)), _) => format!(
                     "no text extracted: {} of {} page(s) failed, first: {first}",
                     pages.failed_pages.len(),
                     pages.pages.len()

@@ -4,7 +4,8 @@
 //! 1. downloads it (size-limited) and hashes it; an unchanged document that is already `done`
 //!    is skipped;
 //! 2. records the document (a new *generation* on every re-ingest, old rows removed);
-//! 3. extracts text per page in an isolated child process (`docpipe_text::extract`);
+//! 3. extracts text per page in an isolated child process (`docpipe_text::extract`), and
+//!    reads the pages without a usable text layer by OCR (`docpipe_text::ocr`);
 //! 4. tokenizes with the model's tokenizer and cuts 2048/128 chunks with owned ranges, and the
 //!    clause segments each chunk carries (`docpipe_text::prepare`);
 //! 5. stores pages, segments and the chunk count (status `embedding`), then publishes one
@@ -29,6 +30,7 @@ use docpipe_ops::metrics::{self, Metrics};
 use docpipe_ops::retry;
 use docpipe_store::{documents as db, PgPool, StoreError};
 use docpipe_text::extract::{ExtractLimits, Extractor};
+use docpipe_text::ocr::{Ocr, OcrConfig, OcrError};
 use docpipe_text::prepare::{ModelInput, PrepareError};
 use docpipe_text::ModelDir;
 use futures_util::StreamExt;
@@ -49,6 +51,8 @@ pub struct IngestConfig {
     /// Documents over this many tokens fail (a limit on one document's share of a run).
     pub max_tokens: usize,
     pub extract: ExtractLimits,
+    /// When and how pages without a usable text layer are read by OCR.
+    pub ocr: OcrConfig,
     /// The docpipe binary that serves `extract-pdf`.
     pub extractor_exe: PathBuf,
     /// Documents processed at the same time.
@@ -64,6 +68,7 @@ impl IngestConfig {
             max_pdf_bytes: defaults::MAX_PDF_MB << 20,
             max_tokens: defaults::MAX_TOKENS,
             extract: ExtractLimits::default(),
+            ocr: OcrConfig::default(),
             extractor_exe,
             concurrency: defaults::INGEST_CONCURRENCY,
         }
@@ -80,6 +85,8 @@ pub enum IngestError {
     Amqp(#[from] AmqpError),
     #[error(transparent)]
     S3(#[from] s3::S3Error),
+    #[error(transparent)]
+    Ocr(#[from] OcrError),
 }
 
 impl IngestError {
@@ -141,8 +148,15 @@ impl Ingestor {
         topology: Topology,
     ) -> Result<Self, IngestError> {
         let input = Arc::new(ModelInput::load(&cfg.model_dir, cfg.chunk_tokens, cfg.overlap)?);
-        let extractor = Extractor { exe: cfg.extractor_exe.clone(), limits: cfg.extract.clone() };
+        let extractor =
+            Extractor { exe: cfg.extractor_exe.clone(), limits: cfg.extract.clone(), ocr: Ocr::new(cfg.ocr.clone()) };
         Ok(Self { cfg, s3, pool, publisher, topology, extractor, input })
+    }
+
+    /// Check that what OCR needs is installed (unless it is off): one clear error at start
+    /// instead of a failure per scanned document.
+    pub async fn check_ocr(&self) -> Result<(), IngestError> {
+        Ok(self.extractor.ocr.check().await?)
     }
 
     /// Create a run row; its id tags every document and message of the run.

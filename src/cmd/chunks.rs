@@ -5,14 +5,25 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use docpipe_text::extract::{ExtractLimits, Extractor};
+use docpipe_text::ocr::Ocr;
 use docpipe_text::prepare::{DocumentText, ModelInput, Prepared};
 
-use crate::cli::Common;
+use crate::cli::{Common, OcrArgs};
 use crate::setup;
 
-pub async fn run(c: &Common, chunk_tokens: usize, overlap: usize, segments: bool, files: &[PathBuf]) -> Result<()> {
+pub async fn run(
+    c: &Common,
+    chunk_tokens: usize,
+    overlap: usize,
+    segments: bool,
+    ocr: &OcrArgs,
+    files: &[PathBuf],
+) -> Result<()> {
     let input = ModelInput::load(&setup::model_dir(c)?, chunk_tokens, overlap)?;
-    let extractor = Extractor { exe: std::env::current_exe()?, limits: ExtractLimits::default() };
+    let limits = ExtractLimits::default();
+    let ocr = Ocr::new(ocr.config(limits.memory_bytes >> 20));
+    ocr.check().await?;
+    let extractor = Extractor { exe: std::env::current_exe()?, limits, ocr };
     for f in files {
         let pdf = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
         let pages = extractor.extract(&pdf).await.with_context(|| format!("extracting {}", f.display()))?;

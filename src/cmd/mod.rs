@@ -3,6 +3,7 @@
 pub mod aggregate;
 pub mod chunks;
 pub mod eval;
+pub mod eval_ocr;
 pub mod ingest;
 pub mod labels;
 pub mod publish_raw;

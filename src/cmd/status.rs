@@ -42,14 +42,18 @@ pub async fn resolve_run(pool: &PgPool, run: Option<Uuid>) -> Result<Option<Uuid
 pub async fn print(pool: &PgPool, run_id: Uuid) -> Result<()> {
     let rows = progress::documents(pool, run_id).await?;
     println!("run {run_id}");
-    println!("{:<44} {:<10} {:>5} {:>7}  error", "document", "status", "pages", "chunks");
+    println!("{:<44} {:<10} {:>5} {:>4} {:>7}  error / warning", "document", "status", "pages", "ocr", "chunks");
     for d in &rows {
         let chunks = match d.chunk_count {
             Some(n) => format!("{}/{n}", d.chunks_done),
             None => "-".into(),
         };
         let pages = d.pages.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
-        let err = d.error.as_deref().unwrap_or("");
+        let err = match (&d.error, &d.warning) {
+            (Some(e), _) => e.clone(),
+            (None, Some(w)) => format!("warning: {w}"),
+            (None, None) => String::new(),
+        };
         let key = if d.key.chars().count() > KEY_WIDTH {
             format!(
                 "…{}",
@@ -59,14 +63,21 @@ pub async fn print(pool: &PgPool, run_id: Uuid) -> Result<()> {
             d.key.clone()
         };
         println!(
-            "{key:<44} {:<10} {pages:>5} {chunks:>7}  {}",
+            "{key:<44} {:<10} {pages:>5} {:>4} {chunks:>7}  {}",
             d.status,
+            d.ocr_pages,
             err.chars().take(ERROR_WIDTH).collect::<String>()
         );
     }
     let count = |s: DocStatus| rows.iter().filter(|r| r.status == s.as_str()).count();
     let (done, failed) = (count(DocStatus::Done), count(DocStatus::Failed));
-    println!("{} documents: {done} done, {failed} failed, {} in progress", rows.len(), rows.len() - done - failed);
+    let flagged = rows.iter().filter(|r| r.warning.is_some()).count();
+    let ocr: i32 = rows.iter().map(|r| r.ocr_pages).sum();
+    println!(
+        "{} documents: {done} done ({flagged} flagged), {failed} failed, {} in progress; {ocr} page(s) read by OCR",
+        rows.len(),
+        rows.len() - done - failed
+    );
     Ok(())
 }
 

@@ -29,6 +29,23 @@ pub const MAX_TOKENS: usize = 2_000_000;
 pub const EXTRACT_TIMEOUT_S: u64 = 120;
 /// Address-space limit of the extraction child process, in MiB.
 pub const EXTRACT_MEMORY_MB: u64 = 4096;
+/// OCR: `auto` reads the pages without a usable text layer.
+pub const OCR_MODE: &str = "auto";
+/// Tesseract languages, `+`-separated.
+pub const OCR_LANGUAGES: &str = "eng";
+/// Resolution pages are rendered at for OCR.
+pub const OCR_DPI: u32 = 200;
+/// Longest side of a page rendered for OCR, in pixels (20 inches at 200 DPI); larger pages are
+/// rendered at a lower resolution.
+pub const OCR_MAX_SIDE_PX: u32 = 4000;
+/// Wall-clock limit for rendering and reading one page, in seconds.
+pub const OCR_PAGE_TIMEOUT_S: u64 = 90;
+/// Pages read by OCR at the same time by one process (each uses one core).
+pub const OCR_CONCURRENCY: usize = 1;
+/// OCR text with a lower mean word confidence (0–100) is noise, not text, and is not used.
+pub const OCR_MIN_CONFIDENCE: f32 = 30.0;
+/// Documents whose OCR pages have a lower mean word confidence are processed and flagged.
+pub const OCR_FLAG_BELOW: f32 = 70.0;
 /// Documents extracted at the same time by one ingest.
 pub const INGEST_CONCURRENCY: usize = 2;
 /// How long a role waits for Postgres or RabbitMQ to become reachable at start.

@@ -52,6 +52,10 @@ pub struct Metrics {
     pub documents_ingested: Family<Labels, Counter>,
     pub chunks_published: Counter,
     pub pages_extracted: Counter,
+    /// Pages OCR read, by outcome: used (its text replaced the page's), discarded.
+    pub ocr_pages: Family<Labels, Counter>,
+    /// Rendering and reading one page by OCR.
+    pub ocr_seconds_per_page: Histogram,
     // every stage that records a failure: by stage and class
     pub failures: Family<Labels, Counter>,
     // aggregator
@@ -94,6 +98,8 @@ impl Metrics {
             documents_ingested: Family::default(),
             chunks_published: Counter::default(),
             pages_extracted: Counter::default(),
+            ocr_pages: Family::default(),
+            ocr_seconds_per_page: Histogram::new(exponential_buckets(0.05, 2.0, 12)),
             failures: Family::default(),
             results: Family::default(),
             store_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
@@ -153,6 +159,12 @@ impl Metrics {
         r.register("ingest_documents", "Documents by outcome (queued, skipped, failed)", m.documents_ingested.clone());
         r.register("ingest_chunks_published", "Chunks published to the chunks queue", m.chunks_published.clone());
         r.register("ingest_pages_extracted", "Pages extracted", m.pages_extracted.clone());
+        r.register("ingest_ocr_pages", "Pages read by OCR, by outcome (used, discarded)", m.ocr_pages.clone());
+        r.register(
+            "ingest_ocr_seconds_per_page",
+            "Time to render and read one page by OCR",
+            m.ocr_seconds_per_page.clone(),
+        );
         r.register("failures", "Recorded failures by stage and class", m.failures.clone());
         r.register(
             "aggregator_results",
@@ -179,7 +191,7 @@ impl Metrics {
         );
         r.register(
             "stage_seconds",
-            "Time per document in an ingest stage (fetch, extract, tokenize, publish)",
+            "Time per document in an ingest stage (fetch, extract (OCR included), ocr, tokenize, publish)",
             m.stage_seconds.clone(),
         );
     }

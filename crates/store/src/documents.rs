@@ -74,7 +74,8 @@ pub async fn upsert_document(pool: &PgPool, run_id: Uuid, obj: &ObjectRow<'_>) -
            run_id = EXCLUDED.run_id, etag = EXCLUDED.etag, sha256 = EXCLUDED.sha256, bytes = EXCLUDED.bytes,
            status = EXCLUDED.status, error = NULL, generation = documents.generation + 1, pages = NULL,
            token_count = NULL, chunk_count = NULL, chunks_done = 0, text = NULL, embedding = NULL, done_at = NULL,
-           ingest_started_at = now(), extracted_at = NULL, extract_seconds = NULL, updated_at = now()
+           ingest_started_at = now(), extracted_at = NULL, extract_seconds = NULL, updated_at = now(),
+           ocr_pages = 0, ocr_confidence = NULL, ocr_seconds = NULL, warning = NULL
          RETURNING id, generation",
     )
     .bind(Uuid::now_v7())
@@ -116,6 +117,14 @@ pub struct DocumentText<'a> {
     pub text: &'a str,
     /// Character range of each page, in order.
     pub pages: &'a [Range<usize>],
+    /// Per page: the OCR confidence when its text was read by OCR.
+    pub ocr: &'a [Option<f32>],
+    /// Wall time of the document's OCR (0 without).
+    pub ocr_seconds: f64,
+    /// Mean OCR confidence over the OCR pages, weighted by their words.
+    pub ocr_confidence: Option<f32>,
+    /// What a reader should know about the text (low OCR confidence, say).
+    pub warning: Option<&'a str>,
     pub segments: &'a [SegmentRow],
     pub tokens: usize,
     pub chunks: usize,
@@ -136,14 +145,21 @@ pub fn int_array_literals(lists: impl IntoIterator<Item = Vec<i32>>) -> Vec<Stri
 pub async fn store_text(pool: &PgPool, id: Uuid, generation: i32, doc: &DocumentText<'_>) -> Result<(), StoreError> {
     let what = || format!("storing pages of document {id}");
     let mut tx = pool.begin().await.map_err(ctx(what))?;
-    sqlx::query("INSERT INTO pages (document_id, page_no, char_start, char_end) SELECT $1, * FROM UNNEST($2::int[], $3::int[], $4::int[])")
-        .bind(id)
-        .bind(ints(1..=doc.pages.len(), "page number")?)
-        .bind(ints(doc.pages.iter().map(|p| p.start), "page start")?)
-        .bind(ints(doc.pages.iter().map(|p| p.end), "page end")?)
-        .execute(&mut *tx)
-        .await
-        .map_err(ctx(what))?;
+    let ocr = |i: usize| doc.ocr.get(i).copied().flatten();
+    sqlx::query(
+        "INSERT INTO pages (document_id, page_no, char_start, char_end, ocr, ocr_confidence)
+         SELECT $1, * FROM UNNEST($2::int[], $3::int[], $4::int[], $5::bool[], $6::real[])",
+    )
+    .bind(id)
+    .bind(ints(1..=doc.pages.len(), "page number")?)
+    .bind(ints(doc.pages.iter().map(|p| p.start), "page start")?)
+    .bind(ints(doc.pages.iter().map(|p| p.end), "page end")?)
+    .bind((0..doc.pages.len()).map(|i| ocr(i).is_some()).collect::<Vec<bool>>())
+    .bind((0..doc.pages.len()).map(ocr).collect::<Vec<Option<f32>>>())
+    .execute(&mut *tx)
+    .await
+    .map_err(ctx(what))?;
+    let read: Vec<f32> = doc.ocr.iter().flatten().copied().collect();
     let segs = doc.segments;
     let col = |f: fn(&SegmentRow) -> usize, name: &str| ints(segs.iter().map(f), name);
     sqlx::query(
@@ -166,7 +182,8 @@ pub async fn store_text(pool: &PgPool, id: Uuid, generation: i32, doc: &Document
     .map_err(ctx(what))?;
     sqlx::query(
         "UPDATE documents SET text = $3, pages = $4, token_count = $5, chunk_count = $6, status = $8,
-                extract_seconds = $7, extracted_at = now(), updated_at = now()
+                extract_seconds = $7, extracted_at = now(), updated_at = now(),
+                ocr_pages = $9, ocr_confidence = $10, ocr_seconds = $11, warning = $12
          WHERE id = $1 AND generation = $2",
     )
     .bind(id)
@@ -177,6 +194,10 @@ pub async fn store_text(pool: &PgPool, id: Uuid, generation: i32, doc: &Document
     .bind(int(doc.chunks, "chunk count")?)
     .bind(doc.extract_seconds as f32)
     .bind(DocStatus::Embedding.as_str())
+    .bind(int(read.len(), "OCR page count")?)
+    .bind(doc.ocr_confidence)
+    .bind((!read.is_empty()).then_some(doc.ocr_seconds as f32))
+    .bind(doc.warning)
     .execute(&mut *tx)
     .await
     .map_err(ctx(what))?;

@@ -22,6 +22,11 @@ pub struct Progress {
     pub chunks_done: i64,
     pub chunks_per_s: Option<f64>,
     pub eta_s: Option<f64>,
+    /// Pages read by OCR so far, and the OCR wall time of their documents.
+    pub ocr_pages: i64,
+    pub ocr_seconds: f64,
+    /// Documents processed with a warning (low OCR confidence, say).
+    pub flagged: i64,
     pub ingest_finished_at: Option<chrono::DateTime<chrono::Utc>>,
     pub finished_at: Option<chrono::DateTime<chrono::Utc>>,
 }
@@ -30,7 +35,8 @@ impl Progress {
     pub async fn load(pool: &PgPool, run_id: Uuid) -> Result<Option<Progress>, StoreError> {
         sqlx::query_as(
             "SELECT trigger, bucket, prefix, started_at, documents, queued, extracting, embedding, done, failed,
-                    chunks_total, chunks_done, chunks_per_s, eta_s, ingest_finished_at, finished_at
+                    chunks_total, chunks_done, chunks_per_s, eta_s, ingest_finished_at, finished_at,
+                    ocr_pages, ocr_seconds, flagged
              FROM run_progress WHERE run_id = $1",
         )
         .bind(run_id)
@@ -51,8 +57,16 @@ impl Progress {
             Some(s) => format!("ETA {:.0}m{:02.0}s", (s / 60.0).floor(), s % 60.0),
             None => "ETA -".into(),
         };
+        let ocr = match self.ocr_pages {
+            0 => String::new(),
+            n => format!(" · OCR {n} page(s) in {:.0} s", self.ocr_seconds),
+        };
+        let flagged = match self.flagged {
+            0 => String::new(),
+            n => format!(" · {n} flagged"),
+        };
         format!(
-            "{} documents: {} queued, {} extracting, {} embedding, {} done, {} failed · chunks {}/{} · {:.2} chunks/s · {}{}",
+            "{} documents: {} queued, {} extracting, {} embedding, {} done, {} failed{flagged} · chunks {}/{} · {:.2} chunks/s{ocr} · {}{}",
             self.documents,
             self.queued,
             self.extracting,
@@ -98,12 +112,16 @@ pub struct DocumentStatus {
     pub chunk_count: Option<i32>,
     pub chunks_done: i32,
     pub error: Option<String>,
+    pub ocr_pages: i32,
+    /// Processed, with something a reader should know (low OCR confidence, say).
+    pub warning: Option<String>,
 }
 
 /// The run's documents by status, then key.
 pub async fn documents(pool: &PgPool, run_id: Uuid) -> Result<Vec<DocumentStatus>, StoreError> {
     sqlx::query_as(
-        "SELECT key, status, pages, chunk_count, chunks_done, error FROM documents WHERE run_id = $1 ORDER BY status, key",
+        "SELECT key, status, pages, chunk_count, chunks_done, error, ocr_pages, warning
+         FROM documents WHERE run_id = $1 ORDER BY status, key",
     )
     .bind(run_id)
     .fetch_all(pool)

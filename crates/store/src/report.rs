@@ -38,6 +38,8 @@ pub struct RunFigures {
     pub failure_classes: Vec<(String, String, i64)>,
     /// (key, stage, class, attempts, message), oldest first, at most 500.
     pub failures: Vec<(String, String, String, i32, String)>,
+    /// (key, warning) of the documents processed with a warning (low OCR confidence, say).
+    pub flagged: Vec<(String, String)>,
 }
 
 /// Read the report's figures; `None` when there is no such run.
@@ -68,6 +70,13 @@ pub async fn load(pool: &PgPool, run_id: Uuid) -> Result<Option<RunFigures>, Sto
     .map_err(c("document times"))?;
     let (batch_sizes, batch_tokens, workers) = batches(pool, run_id).await?;
     let (failure_classes, failures) = failures(pool, run_id).await?;
+    let flagged = sqlx::query_as(
+        "SELECT key, warning FROM documents WHERE run_id = $1 AND warning IS NOT NULL ORDER BY key LIMIT 500",
+    )
+    .bind(run_id)
+    .fetch_all(pool)
+    .await
+    .map_err(c("flagged documents"))?;
     Ok(Some(RunFigures {
         summary,
         chunk_times,
@@ -78,6 +87,7 @@ pub async fn load(pool: &PgPool, run_id: Uuid) -> Result<Option<RunFigures>, Sto
         workers,
         failure_classes,
         failures,
+        flagged,
     }))
 }
 
@@ -100,6 +110,11 @@ async fn stages(pool: &PgPool, run_id: Uuid) -> Result<Vec<StageSeconds>, StoreE
     let mut stages = Vec::new();
     for (name, unit, sql) in [
         ("text extraction", "per document", "SELECT extract_seconds::float8 FROM documents WHERE run_id = $1"),
+        (
+            "OCR (part of extraction)",
+            "per document with OCR pages",
+            "SELECT ocr_seconds::float8 FROM documents WHERE run_id = $1 AND ocr_pages > 0",
+        ),
         (
             "ingest (fetch → chunks published)",
             "per document",

@@ -5,6 +5,9 @@
 //! stdin and reads the pages back, under a wall-clock timeout and with rlimits on address
 //! space and CPU time. Whatever happens to the child, the parent gets an [`ExtractError`] that
 //! says what, and the worker process carries on with the next document.
+//!
+//! Pages whose text layer is missing or unusable are then read by OCR ([`crate::ocr`]), one
+//! page at a time, each in child processes of its own.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -13,6 +16,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::ocr::{self, Ocr, OcrError, OcrMode};
 
 /// Marks the start of the child's answer on stdout (pdf-extract may print its own noise).
 const MARKER: &str = "\n@@docpipe-extract-result@@\n";
@@ -63,42 +68,165 @@ pub enum ExtractError {
     Io(std::io::Error),
     #[error("extractor answered something unreadable: {0}")]
     Protocol(String),
+    #[error(transparent)]
+    Ocr(OcrError),
+    #[error("cannot prepare OCR scratch space {path}: {source}")]
+    Scratch { path: PathBuf, source: std::io::Error },
 }
 
 impl ExtractError {
     /// Whether trying again could help (the document itself is not at fault).
     pub fn is_retryable(&self) -> bool {
-        matches!(self, ExtractError::Spawn { .. } | ExtractError::Io(_))
+        match self {
+            ExtractError::Spawn { .. } | ExtractError::Io(_) | ExtractError::Scratch { .. } => true,
+            ExtractError::Ocr(e) => e.is_retryable(),
+            _ => false,
+        }
     }
 }
 
 /// What the child sends back.
 #[derive(Debug, Serialize, Deserialize)]
 enum ChildAnswer {
-    Pages { pages: Vec<String>, failed_pages: Vec<(u32, String)> },
+    Pages {
+        pages: Vec<String>,
+        failed_pages: Vec<(u32, String)>,
+        /// Page sizes in points (MediaBox), where the PDF says.
+        #[serde(default)]
+        sizes: Vec<Option<[f32; 2]>>,
+    },
     Encrypted,
     TooManyPages { pages: usize },
     Malformed(String),
 }
 
 /// Extracted text of a document, one string per page (1-based page `i+1`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Pages {
     pub pages: Vec<String>,
     /// Pages whose text could not be extracted (page number, reason); they are empty in `pages`.
     pub failed_pages: Vec<(u32, String)>,
+    /// Per page: how OCR read it, when its text came from OCR.
+    pub ocr: Vec<Option<OcrRead>>,
+    /// Pages OCR was tried on but whose text layer stayed (page number, why): OCR found no
+    /// text, too little, or text below the confidence floor.
+    pub ocr_discarded: Vec<(u32, String)>,
+    /// Wall time of the document's OCR.
+    pub ocr_seconds: f64,
+    /// Per page: its size in points (MediaBox), where the PDF says.
+    pub sizes: Vec<Option<[f32; 2]>>,
 }
 
-/// Runs the extractor child for one PDF.
+/// How OCR read one page.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OcrRead {
+    /// Mean word confidence, 0–100.
+    pub confidence: f32,
+    pub words: usize,
+    pub seconds: f64,
+}
+
+impl Pages {
+    /// Pages whose text came from OCR.
+    pub fn ocr_pages(&self) -> usize {
+        self.ocr.iter().flatten().count()
+    }
+
+    /// Mean confidence of the OCR pages, weighted by their words.
+    pub fn ocr_confidence(&self) -> Option<f32> {
+        let (sum, words) = self
+            .ocr
+            .iter()
+            .flatten()
+            .fold((0f64, 0usize), |(s, n), r| (s + r.confidence as f64 * r.words as f64, n + r.words));
+        (words > 0).then(|| (sum / words as f64) as f32)
+    }
+}
+
+/// Runs the extractor child for one PDF, then OCR on the pages that need it.
 #[derive(Debug, Clone)]
 pub struct Extractor {
     /// The docpipe binary (it has the hidden `extract-pdf` subcommand).
     pub exe: PathBuf,
     pub limits: ExtractLimits,
+    pub ocr: Ocr,
 }
 
 impl Extractor {
+    /// Text of every page: the text layer, and OCR where that is missing or unusable (or
+    /// everywhere with `--ocr force`).
     pub async fn extract(&self, pdf: &[u8]) -> Result<Pages, ExtractError> {
+        let mut pages = self.text_layer(pdf).await?;
+        if self.ocr.mode() != OcrMode::Off {
+            self.read_by_ocr(pdf, &mut pages).await?;
+        }
+        Ok(pages)
+    }
+
+    /// OCR the pages that need it, and keep what it read where that is better.
+    async fn read_by_ocr(&self, pdf: &[u8], pages: &mut Pages) -> Result<(), ExtractError> {
+        let force = self.ocr.mode() == OcrMode::Force;
+        let failed = |n: u32| pages.failed_pages.iter().any(|(p, _)| *p == n);
+        let targets: Vec<u32> = (1..=pages.pages.len() as u32)
+            .filter(|&n| force || failed(n) || ocr::needs_ocr(&pages.pages[n as usize - 1]).is_some())
+            .collect();
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        let scratch = Scratch::new()?;
+        let path = scratch.0.join("document.pdf");
+        tokio::fs::write(&path, pdf).await.map_err(|source| ExtractError::Scratch { path: path.clone(), source })?;
+        let mut reads = tokio::task::JoinSet::new();
+        for n in targets {
+            let (ocr, path, dir) = (self.ocr.clone(), path.clone(), scratch.0.clone());
+            let size = pages.sizes.get(n as usize - 1).copied().flatten();
+            reads.spawn(async move { (n, ocr.read_page(&path, n, size, &dir).await) });
+        }
+        let floor = self.ocr.config.min_confidence;
+        while let Some(joined) = reads.join_next().await {
+            let (n, result) = joined.map_err(|e| ExtractError::Protocol(format!("OCR task stopped: {e}")))?;
+            let i = n as usize - 1;
+            let read = match result {
+                Ok(r) => r,
+                Err(e) if e.is_retryable() => return Err(ExtractError::Ocr(e)),
+                Err(e) => {
+                    if ocr::letters(&pages.pages[i]) == 0 {
+                        match pages.failed_pages.iter_mut().find(|(p, _)| *p == n) {
+                            Some((_, why)) => *why = format!("{why}; {e}"),
+                            None => pages.failed_pages.push((n, e.to_string())),
+                        }
+                    } else {
+                        pages.ocr_discarded.push((n, e.to_string()));
+                    }
+                    continue;
+                }
+            };
+            let why_not = if read.words == 0 {
+                Some("OCR found no text".to_string())
+            } else if read.confidence < floor {
+                Some(format!("OCR confidence {:.0} below the floor of {floor:.0}", read.confidence))
+            } else if !force && ocr::letters(&read.text) <= ocr::letters(&pages.pages[i]) {
+                Some("the text layer has as many letters as OCR read".to_string())
+            } else {
+                None
+            };
+            if let Some(why) = why_not {
+                pages.ocr_discarded.push((n, why));
+                continue;
+            }
+            pages.pages[i] = read.text;
+            pages.ocr[i] = Some(OcrRead { confidence: read.confidence, words: read.words, seconds: read.seconds });
+            pages.failed_pages.retain(|(p, _)| *p != n);
+        }
+        pages.failed_pages.sort_by_key(|(p, _)| *p);
+        pages.ocr_discarded.sort_by_key(|(p, _)| *p);
+        pages.ocr_seconds = started.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// The PDF's own text, page by page, from the isolated child; and the page sizes.
+    async fn text_layer(&self, pdf: &[u8]) -> Result<Pages, ExtractError> {
         let head = &pdf[..pdf.len().min(1024)];
         if !head.windows(5).any(|w| w == b"%PDF-") {
             let shown: String =
@@ -167,7 +295,10 @@ impl Extractor {
         let answer: ChildAnswer = serde_json::from_str(out[pos + MARKER.len()..].trim())
             .map_err(|e| ExtractError::Protocol(format!("bad result JSON: {e}")))?;
         match answer {
-            ChildAnswer::Pages { pages, failed_pages } => Ok(Pages { pages, failed_pages }),
+            ChildAnswer::Pages { pages, failed_pages, sizes } => {
+                let ocr = vec![None; pages.len()];
+                Ok(Pages { pages, failed_pages, ocr, sizes, ..Pages::default() })
+            }
             ChildAnswer::Encrypted => Err(ExtractError::Encrypted),
             ChildAnswer::TooManyPages { pages } => {
                 Err(ExtractError::TooManyPages { pages, limit: self.limits.max_pages })
@@ -177,13 +308,33 @@ impl Extractor {
     }
 }
 
-fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
+pub(crate) fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
     let lim = libc::rlimit { rlim_cur: value as libc::rlim_t, rlim_max: value as libc::rlim_t };
     // SAFETY: plain syscall on a valid struct.
     if unsafe { libc::setrlimit(resource, &lim) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// A directory of one document's OCR images, removed with everything in it when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Result<Self, ExtractError> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let name = format!("docpipe-ocr-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let path = std::env::temp_dir().join(name);
+        std::fs::create_dir_all(&path).map_err(|source| ExtractError::Scratch { path: path.clone(), source })?;
+        Ok(Self(path))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn describe(status: std::process::ExitStatus, stderr: &str) -> String {
@@ -254,6 +405,7 @@ fn extract_in_process(pdf: &[u8], max_pages: usize) -> ChildAnswer {
     }
     let mut pages = Vec::with_capacity(page_numbers.len());
     let mut failed_pages = Vec::new();
+    let sizes = doc.get_pages().values().map(|&id| page_size(&doc, id)).collect();
     for n in page_numbers {
         // A panic inside one page (pdf-extract has asserts and unwraps on odd fonts) loses
         // that page only; an abort or a hang is caught by the parent.
@@ -279,5 +431,23 @@ fn extract_in_process(pdf: &[u8], max_pages: usize) -> ChildAnswer {
             }
         }
     }
-    ChildAnswer::Pages { pages, failed_pages }
+    ChildAnswer::Pages { pages, failed_pages, sizes }
+}
+
+/// Width and height in points of a page's MediaBox, inherited from its parents if need be.
+fn page_size(doc: &lopdf::Document, page: lopdf::ObjectId) -> Option<[f32; 2]> {
+    let mut node = doc.get_dictionary(page).ok()?;
+    // a bounded walk: a page tree with a cycle must not hang the child
+    for _ in 0..32 {
+        if let Ok(b) = node.get(b"MediaBox") {
+            let b = match b {
+                lopdf::Object::Reference(id) => doc.get_object(*id).ok()?,
+                other => other,
+            };
+            let v: Vec<f32> = b.as_array().ok()?.iter().filter_map(|x| x.as_float().ok()).collect();
+            return (v.len() == 4).then(|| [(v[2] - v[0]).abs(), (v[3] - v[1]).abs()]);
+        }
+        node = doc.get_dictionary(node.get(b"Parent").ok()?.as_reference().ok()?).ok()?;
+    }
+    None
 }

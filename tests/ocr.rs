@@ -1,0 +1,121 @@
+//! OCR on generated scans — text rendered to page images inside a PDF, with no text layer,
+//! upright, sideways and upside down: the words come back through the extractor with
+//! `--ocr auto`. A page with a good text layer is not read by OCR unless forced, and with
+//! `--ocr off` a scan stays empty. Needs Tesseract and pdftoppm (`make test` installs them),
+//! no services.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::process::Command;
+
+use docpipe_text::extract::{ExtractLimits, Extractor, Pages};
+use docpipe_text::ocr::{Ocr, OcrConfig, OcrMode};
+
+const BIN: &str = env!("CARGO_BIN_EXE_docpipe");
+
+const LEASE: &str = "COMMERCIAL LEASE AGREEMENT
+
+This Lease Agreement is made on March 14, 2019 between Harbor Street Holdings LLC, a Delaware limited liability company (the Landlord), and Copperfield Analytics Inc. (the Tenant).
+
+1. Term. The initial term of this Lease is five years from the Commencement Date. The Lease renews automatically for successive one year periods unless either party gives written notice of termination at least ninety days before the end of the then current term.
+
+2. Rent. The Tenant shall pay monthly rent of twelve thousand dollars on the first business day of each month.
+
+3. Governing Law. This Lease is governed by the laws of the State of New York.";
+
+fn scratch() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("docpipe-ocr-test-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `text` as a PDF: scanned (`Some(rotation)`) or with a text layer (`None`).
+fn pdf(text: &str, scan: Option<u16>) -> Vec<u8> {
+    let dir = scratch();
+    let (txt, out) = (dir.join("in.txt"), dir.join("out.pdf"));
+    std::fs::write(&txt, text).unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.arg("render-pdf").arg(&txt).arg(&out);
+    if let Some(r) = scan {
+        cmd.args(["--scan", "--rotate", &r.to_string()]);
+    }
+    let st = cmd.status().unwrap();
+    assert!(st.success(), "docpipe render-pdf failed");
+    let bytes = std::fs::read(&out).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    bytes
+}
+
+fn extractor(mode: OcrMode) -> Extractor {
+    Extractor { exe: BIN.into(), limits: ExtractLimits::default(), ocr: Ocr::new(OcrConfig { mode, ..OcrConfig::default() }) }
+}
+
+fn words(text: &str) -> HashSet<String> {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+}
+
+/// Share of the source's words that the extracted text has.
+fn recall(source: &str, pages: &Pages) -> f64 {
+    let (want, got) = (words(source), words(&pages.pages.join("\n")));
+    want.iter().filter(|w| got.contains(*w)).count() as f64 / want.len() as f64
+}
+
+#[tokio::test]
+async fn scans_are_read_by_ocr_upright_sideways_and_upside_down() {
+    let ocr = extractor(OcrMode::Auto);
+    ocr.ocr.check().await.expect("Tesseract and pdftoppm are installed (scripts/provision.sh ocr)");
+    for rotate in [0, 90, 180] {
+        let scan = pdf(LEASE, Some(rotate));
+        // the scan really has no text layer
+        let layer = extractor(OcrMode::Off).extract(&scan).await.unwrap();
+        assert!(layer.pages.iter().all(|p| p.trim().is_empty()), "rotation {rotate}: {:?}", layer.pages);
+        assert_eq!(layer.ocr_pages(), 0);
+
+        let pages = ocr.extract(&scan).await.unwrap();
+        assert_eq!(pages.pages.len(), 1);
+        let read = pages.ocr[0].unwrap_or_else(|| panic!("rotation {rotate}: page 1 not read by OCR: {pages:?}"));
+        assert!(read.confidence > 80.0 && read.words > 80, "rotation {rotate}: {read:?}");
+        let r = recall(LEASE, &pages);
+        assert!(r >= 0.95, "rotation {rotate}: OCR recovered {:.1}% of the words: {:?}", 100.0 * r, pages.pages[0]);
+        assert!(pages.pages[0].contains("Copperfield Analytics"), "rotation {rotate}: {:?}", pages.pages[0]);
+        assert!(pages.failed_pages.is_empty() && pages.ocr_seconds > 0.0);
+    }
+}
+
+#[tokio::test]
+async fn a_good_text_layer_is_kept_unless_ocr_is_forced() {
+    let born_digital = pdf(LEASE, None);
+    let auto = extractor(OcrMode::Auto).extract(&born_digital).await.unwrap();
+    assert_eq!(auto.ocr_pages(), 0, "a good text layer was read by OCR: {auto:?}");
+    assert_eq!(auto.ocr_seconds, 0.0);
+    assert!(recall(LEASE, &auto) > 0.99);
+
+    let forced = extractor(OcrMode::Force).extract(&born_digital).await.unwrap();
+    assert_eq!(forced.ocr_pages(), 1, "{forced:?}");
+    assert!(recall(LEASE, &forced) >= 0.95, "{:?}", forced.pages);
+    assert!(forced.ocr_confidence().unwrap() > 80.0);
+}
+
+#[tokio::test]
+async fn a_blank_scan_stays_empty_and_says_why() {
+    // a page image with nothing on it: OCR finds no text, and the page is not made up
+    let blank = pdf(" ", Some(0));
+    let pages = extractor(OcrMode::Auto).extract(&blank).await.unwrap();
+    assert_eq!(pages.ocr_pages(), 0, "{pages:?}");
+    assert!(pages.pages.iter().all(|p| p.trim().is_empty()));
+    assert_eq!(pages.ocr_discarded.len(), 1, "{pages:?}");
+    assert!(pages.ocr_discarded[0].1.contains("OCR found no text"), "{:?}", pages.ocr_discarded);
+}
+
+#[tokio::test]
+async fn missing_tools_and_languages_are_one_clear_error() {
+    let missing = Ocr::new(OcrConfig { tesseract: "/nonexistent/tesseract".into(), ..OcrConfig::default() });
+    let e = missing.check().await.unwrap_err().to_string();
+    assert!(e.contains("tesseract-ocr") && e.contains("--ocr off"), "{e}");
+    let klingon = Ocr::new(OcrConfig { languages: "eng+tlh".into(), ..OcrConfig::default() });
+    let e = klingon.check().await.unwrap_err().to_string();
+    assert!(e.contains("tlh") && e.contains("--ocr-lang"), "{e}");
+    // off needs nothing
+    let off = Ocr::new(OcrConfig { mode: OcrMode::Off, tesseract: "/nonexistent".into(), ..OcrConfig::default() });
+    off.check().await.unwrap();
+}
