@@ -12,7 +12,7 @@ export DOCPIPE_MODEL ?= $(DOCPIPE_HOME)/embeddinggemma-300m
 SERVICES_ENV := $(DOCPIPE_HOME)/run/env.sh
 CARGO ?= cargo
 
-.PHONY: demo test bench eval eval-ocr fault-test provision libtorch model ocr services services-down build
+.PHONY: demo test bench bench-ocr eval eval-ocr fault-test provision libtorch model ocr services services-down build
 
 provision: libtorch model ocr services
 
@@ -59,6 +59,10 @@ OCR_PAGES ?= 2
 OCR_DPI ?= 200
 eval-ocr: ocr build
 	target/debug/docpipe eval-ocr --pdfs "$(PDFS)" --docs $(OCR_DOCS) --pages-per-doc $(OCR_PAGES) --ocr-dpi $(OCR_DPI)
+
+# OCR's end-to-end cost: the same contracts run born-digital, then with every other one a scan.
+bench-ocr: provision build
+	source $(SERVICES_ENV) && scripts/ocr-mixed.sh
 
 # Forward pass vs sentence-transformers, same chunks and threads, one run (installs the reference).
 bench: libtorch model

@@ -358,7 +358,8 @@ pub enum Cmd {
     /// confirm — e.g. a poison message for the fault suite.
     #[command(hide = true)]
     PublishRaw { queue: String },
-    /// (internal) Render a text file as a PDF, for samples and tests.
+    /// (internal) Render a text file as a PDF, for samples and tests; with --scan, a scanned PDF
+    /// of a text file or of a PDF.
     #[command(hide = true)]
     RenderPdf {
         input: PathBuf,

@@ -41,11 +41,16 @@ fn main() -> Result<()> {
     match &cli.cmd {
         Cmd::ExtractPdf { max_pages } => return docpipe_text::extract::child_main(*max_pages).context("extract-pdf"),
         Cmd::RenderPdf { input, output, scan, rotate, dpi } => {
-            let text = std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))?;
-            let pdf = if *scan {
-                sample_pdf::render_scan(&text, *dpi, *rotate).context("rendering a scanned PDF")?
+            let bytes = std::fs::read(input).with_context(|| format!("reading {}", input.display()))?;
+            let pdf = if bytes.starts_with(b"%PDF-") {
+                anyhow::ensure!(*scan, "{} is a PDF already: add --scan to make a scan of it", input.display());
+                sample_pdf::scan(&bytes, *dpi, *rotate).context("scanning the PDF")?
             } else {
-                sample_pdf::render(&text).context("rendering PDF")?
+                let text = String::from_utf8_lossy(&bytes);
+                match scan {
+                    true => sample_pdf::render_scan(&text, *dpi, *rotate).context("rendering a scanned PDF")?,
+                    false => sample_pdf::render(&text).context("rendering PDF")?,
+                }
             };
             return std::fs::write(output, pdf).with_context(|| format!("writing {}", output.display()));
         }

@@ -77,6 +77,12 @@ pub fn render(text: &str) -> Result<Vec<u8>, lopdf::Error> {
 /// scanner produces). `rotate` turns the images clockwise (0, 90, 180, 270), as a sheet fed
 /// sideways or upside down. For the tests' and the demo's scanned fixtures.
 pub fn render_scan(text: &str, dpi: u32, rotate: u16) -> anyhow::Result<Vec<u8>> {
+    scan(&render(text)?, dpi, rotate)
+}
+
+/// A scan of `pdf`: each page rasterised to a grey image at `dpi` and placed in a new PDF
+/// alone, turned clockwise by `rotate`; the text layer is gone.
+pub fn scan(pdf: &[u8], dpi: u32, rotate: u16) -> anyhow::Result<Vec<u8>> {
     use anyhow::{bail, Context};
     if ![0, 90, 180, 270].contains(&rotate) {
         bail!("--rotate must be 0, 90, 180 or 270, not {rotate}");
@@ -85,7 +91,7 @@ pub fn render_scan(text: &str, dpi: u32, rotate: u16) -> anyhow::Result<Vec<u8>>
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let result = (|| {
         let source = dir.join("source.pdf");
-        std::fs::write(&source, render(text)?).with_context(|| format!("writing {}", source.display()))?;
+        std::fs::write(&source, pdf).with_context(|| format!("writing {}", source.display()))?;
         let status = std::process::Command::new("pdftoppm")
             .args(["-gray", "-r", &dpi.to_string()])
             .arg(&source)

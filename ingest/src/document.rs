@@ -224,10 +224,13 @@ impl Ingestor {
                     pages.ocr_discarded[0].0
                 ),
                 (None, None) => format!("no text layer: {n} page(s) without extractable text"),
-                (Some((_, first)), _) => format!(
-                    "no text extracted: {} of {} page(s) failed, first: {first}",
+                (Some((_, first)), ocr) => format!(
+                    "no text extracted: {} of {n} page(s) failed, first: {first}{}",
                     pages.failed_pages.len(),
-                    pages.pages.len()
+                    match ocr {
+                        Some(_) => "; OCR found no readable text either",
+                        None => "",
+                    }
                 ),
             };
             return Err(Failure::permanent(Stage::Extract, why));
