@@ -111,15 +111,22 @@ pub struct OcrArgs {
     /// Tesseract languages, `+`-separated (eng, eng+fra, deu); each needs tesseract-ocr-<lang>.
     #[arg(long = "ocr-lang", env = "DOCPIPE_OCR_LANG", default_value = defaults::OCR_LANGUAGES)]
     pub ocr_languages: String,
-    /// Resolution pages are rendered at for OCR.
-    #[arg(long = "ocr-dpi", env = "DOCPIPE_OCR_DPI", default_value_t = defaults::OCR_DPI)]
+    /// Resolution pages are rendered at for OCR (72-1200).
+    #[arg(long = "ocr-dpi", env = "DOCPIPE_OCR_DPI", default_value_t = defaults::OCR_DPI,
+          value_parser = clap::value_parser!(u32).range(72..=1200))]
     pub ocr_dpi: u32,
     /// Wall-clock limit for rendering and reading one page.
-    #[arg(long = "ocr-page-timeout-s", env = "DOCPIPE_OCR_PAGE_TIMEOUT_S", default_value_t = defaults::OCR_PAGE_TIMEOUT_S)]
+    #[arg(long = "ocr-page-timeout-s", env = "DOCPIPE_OCR_PAGE_TIMEOUT_S", default_value_t = defaults::OCR_PAGE_TIMEOUT_S,
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub ocr_page_timeout_s: u64,
     /// Pages read by OCR at the same time (each takes one core from the model threads).
-    #[arg(long = "ocr-concurrency", env = "DOCPIPE_OCR_CONCURRENCY", default_value_t = defaults::OCR_CONCURRENCY)]
-    pub ocr_concurrency: usize,
+    #[arg(long = "ocr-concurrency", env = "DOCPIPE_OCR_CONCURRENCY", default_value_t = defaults::OCR_CONCURRENCY,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub ocr_concurrency: u16,
+    /// Pages of one document read by OCR at most; past it, pages stay without text and the
+    /// document is flagged.
+    #[arg(long = "ocr-max-pages", env = "DOCPIPE_OCR_MAX_PAGES", default_value_t = defaults::OCR_MAX_PAGES)]
+    pub ocr_max_pages: usize,
     /// Documents whose OCR text has a lower mean word confidence (0-100) are flagged.
     #[arg(long = "ocr-flag-below", env = "DOCPIPE_OCR_FLAG_BELOW", default_value_t = defaults::OCR_FLAG_BELOW)]
     pub ocr_flag_below: f32,
@@ -133,7 +140,8 @@ impl OcrArgs {
             languages: self.ocr_languages.clone(),
             dpi: self.ocr_dpi,
             page_timeout: std::time::Duration::from_secs(self.ocr_page_timeout_s),
-            concurrency: self.ocr_concurrency,
+            concurrency: self.ocr_concurrency as usize,
+            max_pages: self.ocr_max_pages,
             memory_bytes: memory_mb << 20,
             flag_below: self.ocr_flag_below,
             ..Default::default()

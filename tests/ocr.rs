@@ -1,7 +1,8 @@
 //! OCR on generated scans — text rendered to page images inside a PDF, with no text layer,
 //! upright, sideways and upside down: the words come back through the extractor with
 //! `--ocr auto`. A page with a good text layer is not read by OCR unless forced, and with
-//! `--ocr off` a scan stays empty. Needs Tesseract and pdftoppm (`make test` installs them),
+//! `--ocr off` a scan stays empty. A recogniser that hangs, crashes or floods its error output
+//! fails (or slows) one page only. Needs Tesseract and pdftoppm (`make test` installs them),
 //! no services.
 
 use std::collections::HashSet;
@@ -24,7 +25,7 @@ This Lease Agreement is made on March 14, 2019 between Harbor Street Holdings LL
 3. Governing Law. This Lease is governed by the laws of the State of New York.";
 
 fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("docpipe-ocr-test-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()));
+    let dir = std::env::temp_dir().join(format!("docpipe-ocrtest-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -118,4 +119,60 @@ async fn missing_tools_and_languages_are_one_clear_error() {
     // off needs nothing
     let off = Ocr::new(OcrConfig { mode: OcrMode::Off, tesseract: "/nonexistent".into(), ..OcrConfig::default() });
     off.check().await.unwrap();
+}
+
+/// A stand-in for `tesseract`: it answers `--list-langs` as the real one does, and runs
+/// `behaviour` (a shell snippet) when asked to read a page.
+fn fake_tesseract(behaviour: &str) -> PathBuf {
+    let dir = scratch();
+    let path = dir.join("tesseract");
+    let script = format!(
+        "#!/bin/sh\nif [ \"$1\" = --list-langs ]; then printf 'List of available languages (2):\\neng\\nosd\\n'; exit 0; fi\n{behaviour}\n"
+    );
+    std::fs::write(&path, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn with_tesseract(tesseract: PathBuf, page_timeout_s: u64) -> Extractor {
+    let config = OcrConfig {
+        tesseract,
+        page_timeout: std::time::Duration::from_secs(page_timeout_s),
+        ..OcrConfig::default()
+    };
+    Extractor { exe: BIN.into(), limits: ExtractLimits::default(), ocr: Ocr::new(config) }
+}
+
+#[tokio::test]
+async fn a_hanging_or_crashing_recogniser_fails_the_page_not_the_process() {
+    let scan = pdf(LEASE, Some(0));
+    let started = std::time::Instant::now();
+    let hung = with_tesseract(fake_tesseract("sleep 60"), 2).extract(&scan).await.unwrap();
+    assert!(started.elapsed().as_secs() < 20, "the page time limit was not applied");
+    assert_eq!((hung.ocr_pages(), hung.ocr_failed), (0, 1), "{hung:?}");
+    assert!(hung.failed_pages[0].1.contains("time limit"), "{:?}", hung.failed_pages);
+
+    let crashed = with_tesseract(fake_tesseract("kill -SEGV $$"), 30).extract(&scan).await.unwrap();
+    assert_eq!((crashed.ocr_pages(), crashed.ocr_failed), (0, 1), "{crashed:?}");
+    assert!(crashed.failed_pages[0].1.contains("SIGSEGV"), "{:?}", crashed.failed_pages);
+}
+
+#[tokio::test]
+async fn a_tool_that_floods_its_error_output_is_drained_not_waited_on() {
+    // 4 MB of noise on stderr before the real work: the pipe must be emptied, or the tool
+    // blocks on it and the page times out
+    let noisy = fake_tesseract("head -c 4000000 /dev/zero | tr '\\0' x >&2\nexec tesseract \"$@\"");
+    let pages = with_tesseract(noisy, 60).extract(&pdf(LEASE, Some(0))).await.unwrap();
+    assert_eq!(pages.ocr_pages(), 1, "{pages:?}");
+    assert!(recall(LEASE, &pages) >= 0.95);
+}
+
+#[tokio::test]
+async fn pages_past_the_per_document_limit_are_not_read_and_say_so() {
+    let config = OcrConfig { max_pages: 0, ..OcrConfig::default() };
+    let capped = Extractor { exe: BIN.into(), limits: ExtractLimits::default(), ocr: Ocr::new(config) };
+    let pages = capped.extract(&pdf(LEASE, Some(0))).await.unwrap();
+    assert_eq!(pages.ocr_pages(), 0);
+    assert!(pages.failed_pages[0].1.contains("--ocr-max-pages"), "{:?}", pages.failed_pages);
 }

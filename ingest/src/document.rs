@@ -174,15 +174,16 @@ impl Ingestor {
             warn!(run_id = %doc.run_id, document_id = %doc.id, key = doc.key, page, reason = %why, "page text could not be extracted");
         }
         let read = pages.ocr_pages();
-        if read + pages.ocr_discarded.len() > 0 {
+        if pages.ocr_seconds > 0.0 {
             m.stage("ocr", pages.ocr_seconds);
             for r in pages.ocr.iter().flatten() {
                 m.ocr_seconds_per_page.observe(r.seconds);
             }
             m.ocr_pages.get_or_create(&vec![("outcome", "used".to_string())]).inc_by(read as u64);
             m.ocr_pages.get_or_create(&vec![("outcome", "discarded".to_string())]).inc_by(pages.ocr_discarded.len() as u64);
+            m.ocr_pages.get_or_create(&vec![("outcome", "failed".to_string())]).inc_by(pages.ocr_failed as u64);
             info!(run_id = %doc.run_id, document_id = %doc.id, key = doc.key, pages_used = read,
-                  pages_discarded = pages.ocr_discarded.len(), confidence = pages.ocr_confidence().unwrap_or(0.0),
+                  pages_discarded = pages.ocr_discarded.len(), pages_failed = pages.ocr_failed, confidence = pages.ocr_confidence().unwrap_or(0.0),
                   seconds = pages.ocr_seconds, "OCR finished");
         }
         for (page, why) in &pages.ocr_discarded {
@@ -191,16 +192,21 @@ impl Ingestor {
         Ok(pages)
     }
 
-    /// What a reader of the results should know about this document's text, if anything.
+    /// What a reader of the results should know about this document's text, if anything: a
+    /// low OCR confidence, pages left without text.
     fn warning(&self, pages: &Pages) -> Option<String> {
-        let confidence = pages.ocr_confidence()?;
+        let mut parts = Vec::new();
         let below = self.cfg.ocr.flag_below;
-        (confidence < below).then(|| {
-            format!(
+        if let Some(confidence) = pages.ocr_confidence().filter(|c| *c < below) {
+            parts.push(format!(
                 "low OCR confidence: {confidence:.0} (below {below:.0}) on {} page(s) read by OCR; check the text",
                 pages.ocr_pages()
-            )
-        })
+            ));
+        }
+        if let Some((page, why)) = pages.failed_pages.first() {
+            parts.push(format!("{} page(s) without text, page {page}: {why}", pages.failed_pages.len()));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
     }
 
     /// Tokens, chunks and segments, off the async runtime; a document without text or over the

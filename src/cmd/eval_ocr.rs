@@ -61,7 +61,13 @@ pub async fn run(pdfs: &Path, docs: usize, pages_per_doc: usize, args: &OcrArgs)
         for i in spread(&good, pages_per_doc) {
             let page = i as u32 + 1;
             let size = pages.sizes.get(i).copied().flatten();
-            let read = reader.read_page(f, page, size, &scratch).await.with_context(|| format!("{} page {page}", name(f)))?;
+            let read = match reader.read_page(f, page, size, &scratch).await {
+                Ok(r) => r,
+                Err(e) => {
+                    println!("{:<48} {page:>4} skipped: {e}", name(f));
+                    continue;
+                }
+            };
             let reference = normalise(&pages.pages[i]);
             let hypothesis = normalise(&read.text);
             let r: Vec<char> = reference.chars().collect();

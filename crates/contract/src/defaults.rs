@@ -41,7 +41,9 @@ pub const OCR_MAX_SIDE_PX: u32 = 4000;
 /// Wall-clock limit for rendering and reading one page, in seconds.
 pub const OCR_PAGE_TIMEOUT_S: u64 = 90;
 /// Pages read by OCR at the same time by one process (each uses one core).
-pub const OCR_CONCURRENCY: usize = 1;
+pub const OCR_CONCURRENCY: u16 = 1;
+/// Pages of one document read by OCR at most (about 15 minutes of one core at 200 DPI).
+pub const OCR_MAX_PAGES: usize = 300;
 /// OCR text with a lower mean word confidence (0–100) is noise, not text, and is not used.
 pub const OCR_MIN_CONFIDENCE: f32 = 30.0;
 /// Documents whose OCR pages have a lower mean word confidence are processed and flagged.

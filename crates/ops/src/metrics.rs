@@ -52,7 +52,7 @@ pub struct Metrics {
     pub documents_ingested: Family<Labels, Counter>,
     pub chunks_published: Counter,
     pub pages_extracted: Counter,
-    /// Pages OCR read, by outcome: used (its text replaced the page's), discarded.
+    /// Pages OCR read, by outcome: used (its text replaced the page's), discarded, failed.
     pub ocr_pages: Family<Labels, Counter>,
     /// Rendering and reading one page by OCR.
     pub ocr_seconds_per_page: Histogram,
@@ -159,7 +159,7 @@ impl Metrics {
         r.register("ingest_documents", "Documents by outcome (queued, skipped, failed)", m.documents_ingested.clone());
         r.register("ingest_chunks_published", "Chunks published to the chunks queue", m.chunks_published.clone());
         r.register("ingest_pages_extracted", "Pages extracted", m.pages_extracted.clone());
-        r.register("ingest_ocr_pages", "Pages read by OCR, by outcome (used, discarded)", m.ocr_pages.clone());
+        r.register("ingest_ocr_pages", "Pages read by OCR, by outcome (used, discarded, failed)", m.ocr_pages.clone());
         r.register(
             "ingest_ocr_seconds_per_page",
             "Time to render and read one page by OCR",

@@ -119,7 +119,7 @@ pub struct DocumentText<'a> {
     pub pages: &'a [Range<usize>],
     /// Per page: the OCR confidence when its text was read by OCR.
     pub ocr: &'a [Option<f32>],
-    /// Wall time of the document's OCR (0 without).
+    /// Wall time of the document's OCR, kept or not (0 when no page was read by OCR).
     pub ocr_seconds: f64,
     /// Mean OCR confidence over the OCR pages, weighted by their words.
     pub ocr_confidence: Option<f32>,
@@ -196,7 +196,7 @@ pub async fn store_text(pool: &PgPool, id: Uuid, generation: i32, doc: &Document
     .bind(DocStatus::Embedding.as_str())
     .bind(int(read.len(), "OCR page count")?)
     .bind(doc.ocr_confidence)
-    .bind((!read.is_empty()).then_some(doc.ocr_seconds as f32))
+    .bind((doc.ocr_seconds > 0.0).then_some(doc.ocr_seconds as f32))
     .bind(doc.warning)
     .execute(&mut *tx)
     .await

@@ -10,7 +10,7 @@
 //! page at a time, each in child processes of its own.
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -108,9 +108,13 @@ pub struct Pages {
     pub failed_pages: Vec<(u32, String)>,
     /// Per page: how OCR read it, when its text came from OCR.
     pub ocr: Vec<Option<OcrRead>>,
-    /// Pages OCR was tried on but whose text layer stayed (page number, why): OCR found no
-    /// text, too little, or text below the confidence floor.
+    /// Pages OCR was tried on whose text stayed what the text layer gave (page number, why):
+    /// OCR found no text (a blank page), or no more than the layer has, or OCR's text was not
+    /// used on a page that keeps some text of its own. Pages left without text by OCR are in
+    /// `failed_pages` instead.
     pub ocr_discarded: Vec<(u32, String)>,
+    /// Pages whose OCR failed (render or recognition error, crash, time limit).
+    pub ocr_failed: usize,
     /// Wall time of the document's OCR.
     pub ocr_seconds: f64,
     /// Per page: its size in points (MediaBox), where the PDF says.
@@ -167,11 +171,16 @@ impl Extractor {
     async fn read_by_ocr(&self, pdf: &[u8], pages: &mut Pages) -> Result<(), ExtractError> {
         let force = self.ocr.mode() == OcrMode::Force;
         let failed = |n: u32| pages.failed_pages.iter().any(|(p, _)| *p == n);
-        let targets: Vec<u32> = (1..=pages.pages.len() as u32)
+        let mut targets: Vec<u32> = (1..=pages.pages.len() as u32)
             .filter(|&n| force || failed(n) || ocr::needs_ocr(&pages.pages[n as usize - 1]).is_some())
             .collect();
         if targets.is_empty() {
             return Ok(());
+        }
+        let limit = self.ocr.config.max_pages;
+        for n in targets.split_off(limit.min(targets.len())) {
+            let why = format!("not read by OCR: over the limit of {limit} pages per document (--ocr-max-pages)");
+            unread(pages, n, why);
         }
         let started = std::time::Instant::now();
         let scratch = Scratch::new()?;
@@ -191,33 +200,23 @@ impl Extractor {
                 Ok(r) => r,
                 Err(e) if e.is_retryable() => return Err(ExtractError::Ocr(e)),
                 Err(e) => {
-                    if ocr::letters(&pages.pages[i]) == 0 {
-                        match pages.failed_pages.iter_mut().find(|(p, _)| *p == n) {
-                            Some((_, why)) => *why = format!("{why}; {e}"),
-                            None => pages.failed_pages.push((n, e.to_string())),
-                        }
-                    } else {
-                        pages.ocr_discarded.push((n, e.to_string()));
-                    }
+                    pages.ocr_failed += 1;
+                    unread(pages, n, e.to_string());
                     continue;
                 }
             };
-            let why_not = if read.words == 0 {
-                Some("OCR found no text".to_string())
+            if read.words == 0 {
+                // a blank page (the back of a sheet): nothing lost
+                pages.ocr_discarded.push((n, "OCR found no text".into()));
             } else if read.confidence < floor {
-                Some(format!("OCR confidence {:.0} below the floor of {floor:.0}", read.confidence))
+                unread(pages, n, format!("OCR confidence {:.0} below the floor of {floor:.0}", read.confidence));
             } else if !force && ocr::letters(&read.text) <= ocr::letters(&pages.pages[i]) {
-                Some("the text layer has as many letters as OCR read".to_string())
+                pages.ocr_discarded.push((n, "the text layer has as many letters as OCR read".into()));
             } else {
-                None
-            };
-            if let Some(why) = why_not {
-                pages.ocr_discarded.push((n, why));
-                continue;
+                pages.pages[i] = read.text;
+                pages.ocr[i] = Some(OcrRead { confidence: read.confidence, words: read.words, seconds: read.seconds });
+                pages.failed_pages.retain(|(p, _)| *p != n);
             }
-            pages.pages[i] = read.text;
-            pages.ocr[i] = Some(OcrRead { confidence: read.confidence, words: read.words, seconds: read.seconds });
-            pages.failed_pages.retain(|(p, _)| *p != n);
         }
         pages.failed_pages.sort_by_key(|(p, _)| *p);
         pages.ocr_discarded.sort_by_key(|(p, _)| *p);
@@ -265,14 +264,10 @@ impl Extractor {
                 let _ = stdin.write_all(&input).await;
                 drop(stdin);
             };
-            let mut out = Vec::new();
-            let mut err = Vec::new();
             // bounded reads: a runaway child cannot make the parent buffer gigabytes
-            let mut stdout = (&mut stdout).take(MAX_OUTPUT_BYTES + 1);
-            let mut stderr = (&mut stderr).take(64 << 10);
-            let (_, o, e) = tokio::join!(writer, stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
-            o.map_err(ExtractError::Io)?;
-            e.map_err(ExtractError::Io)?;
+            let (_, out, err) =
+                tokio::join!(writer, read_capped(&mut stdout, MAX_OUTPUT_BYTES + 1), read_capped(&mut stderr, 64 << 10));
+            let (out, err) = (out.map_err(ExtractError::Io)?, err.map_err(ExtractError::Io)?);
             let status = child.wait().await.map_err(ExtractError::Io)?;
             Ok::<_, ExtractError>((status, out, err))
         };
@@ -308,6 +303,15 @@ impl Extractor {
     }
 }
 
+/// At most `cap` bytes of `r`, the rest read and dropped until the end: a child that writes
+/// more than we keep must not block on a full pipe.
+pub(crate) async fn read_capped<R: tokio::io::AsyncRead + Unpin>(r: &mut R, cap: u64) -> std::io::Result<Vec<u8>> {
+    let mut kept = Vec::new();
+    (&mut *r).take(cap).read_to_end(&mut kept).await?;
+    tokio::io::copy(r, &mut tokio::io::sink()).await?;
+    Ok(kept)
+}
+
 pub(crate) fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
     let lim = libc::rlimit { rlim_cur: value as libc::rlim_t, rlim_max: value as libc::rlim_t };
     // SAFETY: plain syscall on a valid struct.
@@ -317,6 +321,39 @@ pub(crate) fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> std
     Ok(())
 }
 
+/// OCR did not give page `n` text: a page left without letters is a failed page (with why);
+/// one that keeps its text layer only notes why OCR's text was not used.
+fn unread(pages: &mut Pages, n: u32, why: String) {
+    if ocr::letters(&pages.pages[n as usize - 1]) > 0 {
+        pages.ocr_discarded.push((n, why));
+        return;
+    }
+    match pages.failed_pages.iter_mut().find(|(p, _)| *p == n) {
+        Some((_, first)) => *first = format!("{first}; {why}"),
+        None => pages.failed_pages.push((n, why)),
+    }
+}
+
+/// Scratch folders are `$TMPDIR/docpipe-ocr-<pid>-<n>`.
+const SCRATCH_PREFIX: &str = "docpipe-ocr-";
+
+/// Remove the scratch folders of processes that are gone (killed before they could clean up);
+/// how many were removed.
+pub(crate) fn remove_stale_scratch() -> usize {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return 0 };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        // exactly docpipe-ocr-<pid>-<n>: nothing else in $TMPDIR is ours to remove
+        let Some((pid, n)) = name.strip_prefix(SCRATCH_PREFIX).and_then(|r| r.split_once('-')) else { continue };
+        let (Ok(pid), Ok(_)) = (pid.parse::<u32>(), n.parse::<u64>()) else { continue };
+        if !Path::new(&format!("/proc/{pid}")).exists() && std::fs::remove_dir_all(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// A directory of one document's OCR images, removed with everything in it when dropped.
 struct Scratch(PathBuf);
 
@@ -324,7 +361,7 @@ impl Scratch {
     fn new() -> Result<Self, ExtractError> {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        let name = format!("docpipe-ocr-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let name = format!("{SCRATCH_PREFIX}{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let path = std::env::temp_dir().join(name);
         std::fs::create_dir_all(&path).map_err(|source| ExtractError::Scratch { path: path.clone(), source })?;
         Ok(Self(path))
@@ -450,4 +487,27 @@ fn page_size(doc: &lopdf::Document, page: lopdf::ObjectId) -> Option<[f32; 2]> {
         node = doc.get_dictionary(node.get(b"Parent").ok()?.as_reference().ok()?).ok()?;
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_scratch_folders_of_dead_processes_are_removed() {
+        let tmp = std::env::temp_dir();
+        // no process has this id (above the kernel's pid_max)
+        let dead = tmp.join(format!("{SCRATCH_PREFIX}4294967295-7"));
+        let mine = tmp.join(format!("{SCRATCH_PREFIX}{}-9999", std::process::id()));
+        let other = tmp.join(format!("{SCRATCH_PREFIX}notes-of-someone"));
+        for d in [&dead, &mine, &other] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        remove_stale_scratch();
+        assert!(!dead.exists(), "a dead process's scratch folder stays");
+        assert!(mine.exists() && other.exists(), "a live process's folder, or one not ours, was removed");
+        for d in [&mine, &other] {
+            std::fs::remove_dir_all(d).unwrap();
+        }
+    }
 }

@@ -19,7 +19,6 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncReadExt;
 use tokio::sync::Semaphore;
 
 /// Largest TSV answer read from Tesseract for one page.
@@ -71,6 +70,9 @@ pub struct OcrConfig {
     pub page_timeout: Duration,
     /// Pages read at the same time by this process.
     pub concurrency: usize,
+    /// Pages of one document read by OCR at most; the others stay as their text layer left
+    /// them, and the document is flagged.
+    pub max_pages: usize,
     /// Address-space limit of `pdftoppm` and `tesseract` (RLIMIT_AS), in bytes.
     pub memory_bytes: u64,
     /// OCR text whose mean word confidence is below this is noise, not text: the page keeps
@@ -92,7 +94,8 @@ impl Default for OcrConfig {
             dpi: d::OCR_DPI,
             max_side_px: d::OCR_MAX_SIDE_PX,
             page_timeout: Duration::from_secs(d::OCR_PAGE_TIMEOUT_S),
-            concurrency: d::OCR_CONCURRENCY,
+            concurrency: d::OCR_CONCURRENCY as usize,
+            max_pages: d::OCR_MAX_PAGES,
             memory_bytes: d::EXTRACT_MEMORY_MB << 20,
             min_confidence: d::OCR_MIN_CONFIDENCE,
             flag_below: d::OCR_FLAG_BELOW,
@@ -106,7 +109,7 @@ impl Default for OcrConfig {
 pub enum OcrError {
     #[error("OCR needs {tool} ({package}), which cannot be run: {source}; install it, or set --ocr off")]
     Missing { tool: String, package: &'static str, source: std::io::Error },
-    #[error("Tesseract has no language data for {missing:?} (it has {available:?}); install tesseract-ocr-<lang>, or change --ocr-lang")]
+    #[error("Tesseract has no language data for {missing:?} (it has {available:?}); install tesseract-ocr-<lang> (osd: tesseract-ocr-osd), or change --ocr-lang")]
     Language { missing: Vec<String>, available: Vec<String> },
     #[error("rendering page {page} failed ({status}): {stderr}")]
     Render { page: u32, status: String, stderr: String },
@@ -199,6 +202,7 @@ impl Ocr {
         if self.config.mode == OcrMode::Off {
             return Ok(());
         }
+        crate::extract::remove_stale_scratch();
         let version = |exe: &Path, arg: &'static str| {
             let mut cmd = tokio::process::Command::new(exe);
             cmd.arg(arg).stdout(Stdio::null()).stderr(Stdio::null()).kill_on_drop(true);
@@ -228,10 +232,12 @@ impl Ocr {
             .filter(|l| !l.is_empty() && !l.contains(' ') && !l.ends_with(':'))
             .map(String::from)
             .collect();
+        // osd: the orientation and script data `--psm 1` needs to read turned pages
         let missing: Vec<String> = self
             .config
             .languages
             .split('+')
+            .chain(["osd"])
             .map(str::trim)
             .filter(|l| !l.is_empty() && !available.iter().any(|a| a == l))
             .map(String::from)
@@ -343,13 +349,12 @@ impl Ocr {
         let io = |source| OcrError::Io { page, what, source };
         let mut stdout = child.stdout.take().ok_or_else(|| io(std::io::Error::other("no stdout")))?;
         let mut stderr = child.stderr.take().ok_or_else(|| io(std::io::Error::other("no stderr")))?;
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        let mut stdout = (&mut stdout).take(MAX_TSV_BYTES);
-        let mut stderr = (&mut stderr).take(64 << 10);
-        let (o, e) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
-        o.map_err(io)?;
-        e.map_err(io)?;
+        // bounded, and drained: pdftoppm can print megabytes of syntax errors on a damaged PDF
+        let (out, err) = tokio::join!(
+            crate::extract::read_capped(&mut stdout, MAX_TSV_BYTES),
+            crate::extract::read_capped(&mut stderr, 64 << 10)
+        );
+        let (out, err) = (out.map_err(io)?, err.map_err(io)?);
         let status = child.wait().await.map_err(io)?;
         Ok((status, out, String::from_utf8_lossy(&err).into_owned()))
     }
