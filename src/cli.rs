@@ -381,5 +381,9 @@ pub enum Cmd {
         /// With --scan: resolution of the page images.
         #[arg(long, default_value_t = 150)]
         dpi: u32,
+        /// With --scan: scan only these pages (1-based, comma-separated); the others keep
+        /// their text layer.
+        #[arg(long, value_delimiter = ',')]
+        scan_pages: Vec<u32>,
     },
 }

@@ -40,15 +40,16 @@ fn main() -> Result<()> {
     // The extraction child must not start a runtime or logging that could write to stdout.
     match &cli.cmd {
         Cmd::ExtractPdf { max_pages } => return docpipe_text::extract::child_main(*max_pages).context("extract-pdf"),
-        Cmd::RenderPdf { input, output, scan, rotate, dpi } => {
+        Cmd::RenderPdf { input, output, scan, rotate, dpi, scan_pages } => {
+            let only = (!scan_pages.is_empty()).then_some(scan_pages.as_slice());
             let bytes = std::fs::read(input).with_context(|| format!("reading {}", input.display()))?;
             let pdf = if bytes.starts_with(b"%PDF-") {
                 anyhow::ensure!(*scan, "{} is a PDF already: add --scan to make a scan of it", input.display());
-                sample_pdf::scan(&bytes, *dpi, *rotate).context("scanning the PDF")?
+                sample_pdf::scan(&bytes, *dpi, *rotate, only).context("scanning the PDF")?
             } else {
                 let text = String::from_utf8_lossy(&bytes);
                 match scan {
-                    true => sample_pdf::render_scan(&text, *dpi, *rotate).context("rendering a scanned PDF")?,
+                    true => sample_pdf::render_scan(&text, *dpi, *rotate, only).context("rendering a scanned PDF")?,
                     false => sample_pdf::render(&text).context("rendering PDF")?,
                 }
             };

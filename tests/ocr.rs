@@ -1,6 +1,7 @@
 //! OCR on generated scans — text rendered to page images inside a PDF, with no text layer,
 //! upright, sideways and upside down: the words come back through the extractor with
-//! `--ocr auto`. A page with a good text layer is not read by OCR unless forced, and with
+//! `--ocr auto`; in a PDF with one page scanned, that page alone. A page with a good text
+//! layer is not read by OCR unless forced, and with
 //! `--ocr off` a scan stays empty. A recogniser that hangs, crashes or floods its error output
 //! fails (or slows) one page only. Needs Tesseract and pdftoppm (`make test` installs them),
 //! no services.
@@ -32,14 +33,19 @@ fn scratch() -> PathBuf {
 
 /// `text` as a PDF: scanned (`Some(rotation)`) or with a text layer (`None`).
 fn pdf(text: &str, scan: Option<u16>) -> Vec<u8> {
+    match scan {
+        Some(r) => pdf_with(text, &["--scan", "--rotate", &r.to_string()]),
+        None => pdf_with(text, &[]),
+    }
+}
+
+/// `docpipe render-pdf [args] text`.
+fn pdf_with(text: &str, args: &[&str]) -> Vec<u8> {
     let dir = scratch();
     let (txt, out) = (dir.join("in.txt"), dir.join("out.pdf"));
     std::fs::write(&txt, text).unwrap();
     let mut cmd = Command::new(BIN);
-    cmd.arg("render-pdf").arg(&txt).arg(&out);
-    if let Some(r) = scan {
-        cmd.args(["--scan", "--rotate", &r.to_string()]);
-    }
+    cmd.arg("render-pdf").args(args).arg(&txt).arg(&out);
     let st = cmd.status().unwrap();
     assert!(st.success(), "docpipe render-pdf failed");
     let bytes = std::fs::read(&out).unwrap();
@@ -81,6 +87,31 @@ async fn scans_are_read_by_ocr_upright_sideways_and_upside_down() {
         assert!(pages.pages[0].contains("Copperfield Analytics"), "rotation {rotate}: {:?}", pages.pages[0]);
         assert!(pages.failed_pages.is_empty() && pages.ocr_seconds > 0.0);
     }
+}
+
+#[tokio::test]
+async fn a_mixed_pdf_is_read_page_by_page() {
+    // three pages of 52 short lines each; the middle one scanned back in
+    let page = |line: &dyn Fn(usize) -> String| (1..=52).map(line).collect::<Vec<_>>().join("\n");
+    let text = [
+        page(&|i| format!("Schedule A item {i}: delivery of widgets to the Buyer at the agreed price.")),
+        page(&|i| format!("Lease clause {i}: Copperfield Analytics renews yearly unless notice is given.")),
+        page(&|i| format!("Schedule C item {i}: payment by wire transfer within thirty days.")),
+    ]
+    .join("\n");
+    let mixed = pdf_with(&text, &["--scan", "--scan-pages", "2"]);
+
+    let without = extractor(OcrMode::Off).extract(&mixed).await.unwrap();
+    assert_eq!(without.pages.len(), 3);
+    assert!(without.pages[1].trim().is_empty(), "page 2 is a scan: {:?}", without.pages[1]);
+    assert!(without.pages[0].contains("Schedule A item 52") && without.pages[2].contains("Schedule C item 1:"));
+
+    let pages = extractor(OcrMode::Auto).extract(&mixed).await.unwrap();
+    let read: Vec<bool> = pages.ocr.iter().map(Option::is_some).collect();
+    assert_eq!(read, [false, true, false], "only the scanned page is read by OCR");
+    assert_eq!((&pages.pages[0], &pages.pages[2]), (&without.pages[0], &without.pages[2]), "text layers kept as they were");
+    let lines = pages.pages[1].lines().filter(|l| l.contains("Copperfield Analytics renews yearly")).count();
+    assert!(lines >= 50, "{lines} of 52 lines of the scanned page read: {:?}", pages.pages[1]);
 }
 
 #[tokio::test]
