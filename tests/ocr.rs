@@ -26,7 +26,8 @@ This Lease Agreement is made on March 14, 2019 between Harbor Street Holdings LL
 3. Governing Law. This Lease is governed by the laws of the State of New York.";
 
 fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("docpipe-ocrtest-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()));
+    let dir =
+        std::env::temp_dir().join(format!("docpipe-ocrtest-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -54,7 +55,11 @@ fn pdf_with(text: &str, args: &[&str]) -> Vec<u8> {
 }
 
 fn extractor(mode: OcrMode) -> Extractor {
-    Extractor { exe: BIN.into(), limits: ExtractLimits::default(), ocr: Ocr::new(OcrConfig { mode, ..OcrConfig::default() }) }
+    Extractor {
+        exe: BIN.into(),
+        limits: ExtractLimits::default(),
+        ocr: Ocr::new(OcrConfig { mode, ..OcrConfig::default() }),
+    }
 }
 
 fn words(text: &str) -> HashSet<String> {
@@ -109,7 +114,11 @@ async fn a_mixed_pdf_is_read_page_by_page() {
     let pages = extractor(OcrMode::Auto).extract(&mixed).await.unwrap();
     let read: Vec<bool> = pages.ocr.iter().map(Option::is_some).collect();
     assert_eq!(read, [false, true, false], "only the scanned page is read by OCR");
-    assert_eq!((&pages.pages[0], &pages.pages[2]), (&without.pages[0], &without.pages[2]), "text layers kept as they were");
+    assert_eq!(
+        (&pages.pages[0], &pages.pages[2]),
+        (&without.pages[0], &without.pages[2]),
+        "text layers kept as they were"
+    );
     let lines = pages.pages[1].lines().filter(|l| l.contains("Copperfield Analytics renews yearly")).count();
     assert!(lines >= 50, "{lines} of 52 lines of the scanned page read: {:?}", pages.pages[1]);
 }
@@ -167,11 +176,8 @@ fn fake_tesseract(behaviour: &str) -> PathBuf {
 }
 
 fn with_tesseract(tesseract: PathBuf, page_timeout_s: u64) -> Extractor {
-    let config = OcrConfig {
-        tesseract,
-        page_timeout: std::time::Duration::from_secs(page_timeout_s),
-        ..OcrConfig::default()
-    };
+    let config =
+        OcrConfig { tesseract, page_timeout: std::time::Duration::from_secs(page_timeout_s), ..OcrConfig::default() };
     Extractor { exe: BIN.into(), limits: ExtractLimits::default(), ocr: Ocr::new(config) }
 }
 

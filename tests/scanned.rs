@@ -30,7 +30,12 @@ fn docpipe(args: &[&str], prefix: &str) -> std::process::Output {
         .env("DOCPIPE_METRICS_ADDR", "off")
         .output()
         .expect("run docpipe");
-    eprintln!("$ docpipe {}\n{}{}", args.join(" "), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    eprintln!(
+        "$ docpipe {}\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     out
 }
 
@@ -45,12 +50,8 @@ async fn scans_are_read_by_ocr_and_blank_ones_fail_with_a_reason() {
     let scan = |name: &str, text: &str, rotate: &str| {
         let (txt, pdf) = (dir.join(format!("{name}.txt")), dir.join(format!("{name}.pdf")));
         std::fs::write(&txt, text).unwrap();
-        let st = Command::new(BIN)
-            .args(["render-pdf", "--scan", "--rotate", rotate])
-            .arg(&txt)
-            .arg(&pdf)
-            .status()
-            .unwrap();
+        let st =
+            Command::new(BIN).args(["render-pdf", "--scan", "--rotate", rotate]).arg(&txt).arg(&pdf).status().unwrap();
         assert!(st.success(), "render-pdf --scan {name}");
         pdf.to_string_lossy().into_owned()
     };
@@ -59,7 +60,19 @@ async fn scans_are_read_by_ocr_and_blank_ones_fail_with_a_reason() {
     assert!(docpipe(&["put", "--bucket", &bucket, &lease, &blank], &prefix).status.success());
 
     let out = docpipe(
-        &["run", "--bucket", &bucket, "--chunk-tokens", "512", "--overlap", "64", "--ocr-flag-below", "99", "--run-timeout-s", "600"],
+        &[
+            "run",
+            "--bucket",
+            &bucket,
+            "--chunk-tokens",
+            "512",
+            "--overlap",
+            "64",
+            "--ocr-flag-below",
+            "99",
+            "--run-timeout-s",
+            "600",
+        ],
         &prefix,
     );
     assert!(out.status.success(), "docpipe run failed");
@@ -99,7 +112,10 @@ async fn scans_are_read_by_ocr_and_blank_ones_fail_with_a_reason() {
     .fetch_one(&pool)
     .await
     .unwrap();
-    assert!(segments >= 2 && chunks >= 1, "the OCR text is segmented and embedded: {segments} segments, {chunks} chunks");
+    assert!(
+        segments >= 2 && chunks >= 1,
+        "the OCR text is segmented and embedded: {segments} segments, {chunks} chunks"
+    );
 
     let (_, _, status, error, ocr_pages, ..) = blank_row;
     assert_eq!((status.as_str(), *ocr_pages), ("failed", 0), "{blank_row:?}");
@@ -107,7 +123,11 @@ async fn scans_are_read_by_ocr_and_blank_ones_fail_with_a_reason() {
     assert!(error.contains("OCR found no readable text"), "{error:?}");
 
     let (ocr_in_run, flagged): (i64, i64) =
-        sqlx::query_as("SELECT ocr_pages, flagged FROM run_progress WHERE run_id = $1").bind(run_id).fetch_one(&pool).await.unwrap();
+        sqlx::query_as("SELECT ocr_pages, flagged FROM run_progress WHERE run_id = $1")
+            .bind(run_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
     assert_eq!((ocr_in_run, flagged), (1, 1));
     let status = docpipe(&["status", "--run", &run_id.to_string()], &prefix);
     let shown = String::from_utf8_lossy(&status.stdout);

@@ -180,7 +180,9 @@ impl Ingestor {
                 m.ocr_seconds_per_page.observe(r.seconds);
             }
             m.ocr_pages.get_or_create(&vec![("outcome", "used".to_string())]).inc_by(read as u64);
-            m.ocr_pages.get_or_create(&vec![("outcome", "discarded".to_string())]).inc_by(pages.ocr_discarded.len() as u64);
+            m.ocr_pages
+                .get_or_create(&vec![("outcome", "discarded".to_string())])
+                .inc_by(pages.ocr_discarded.len() as u64);
             m.ocr_pages.get_or_create(&vec![("outcome", "failed".to_string())]).inc_by(pages.ocr_failed as u64);
             info!(run_id = %doc.run_id, document_id = %doc.id, key = doc.key, pages_used = read,
                   pages_discarded = pages.ocr_discarded.len(), pages_failed = pages.ocr_failed, confidence = pages.ocr_confidence().unwrap_or(0.0),

@@ -96,7 +96,9 @@ enum ChildAnswer {
         sizes: Vec<Option<[f32; 2]>>,
     },
     Encrypted,
-    TooManyPages { pages: usize },
+    TooManyPages {
+        pages: usize,
+    },
     Malformed(String),
 }
 
@@ -265,8 +267,11 @@ impl Extractor {
                 drop(stdin);
             };
             // bounded reads: a runaway child cannot make the parent buffer gigabytes
-            let (_, out, err) =
-                tokio::join!(writer, read_capped(&mut stdout, MAX_OUTPUT_BYTES + 1), read_capped(&mut stderr, 64 << 10));
+            let (_, out, err) = tokio::join!(
+                writer,
+                read_capped(&mut stdout, MAX_OUTPUT_BYTES + 1),
+                read_capped(&mut stderr, 64 << 10)
+            );
             let (out, err) = (out.map_err(ExtractError::Io)?, err.map_err(ExtractError::Io)?);
             let status = child.wait().await.map_err(ExtractError::Io)?;
             Ok::<_, ExtractError>((status, out, err))
