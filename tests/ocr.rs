@@ -15,15 +15,7 @@ use docpipe_text::ocr::{Ocr, OcrConfig, OcrMode};
 
 const BIN: &str = env!("CARGO_BIN_EXE_docpipe");
 
-const LEASE: &str = "COMMERCIAL LEASE AGREEMENT
-
-This Lease Agreement is made on March 14, 2019 between Harbor Street Holdings LLC, a Delaware limited liability company (the Landlord), and Copperfield Analytics Inc. (the Tenant).
-
-1. Term. The initial term of this Lease is five years from the Commencement Date. The Lease renews automatically for successive one year periods unless either party gives written notice of termination at least ninety days before the end of the then current term.
-
-2. Rent. The Tenant shall pay monthly rent of twelve thousand dollars on the first business day of each month.
-
-3. Governing Law. This Lease is governed by the laws of the State of New York.";
+const LEASE: &str = include_str!("fixtures/lease.txt");
 
 fn scratch() -> PathBuf {
     let dir =

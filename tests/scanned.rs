@@ -10,34 +10,11 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 mod common;
-use common::{delete_queues, env};
+use common::{delete_queues, docpipe, env};
 
 const BIN: &str = env!("CARGO_BIN_EXE_docpipe");
 
-const LEASE: &str = "COMMERCIAL LEASE AGREEMENT
-
-This Lease Agreement is made on March 14, 2019 between Harbor Street Holdings LLC, a Delaware limited liability company (the Landlord), and Copperfield Analytics Inc. (the Tenant).
-
-1. Term. The initial term of this Lease is five years from the Commencement Date. The Lease renews automatically for successive one year periods unless either party gives written notice of termination at least ninety days before the end of the then current term.
-
-2. Governing Law. This Lease is governed by the laws of the State of New York.";
-
-fn docpipe(args: &[&str], prefix: &str) -> std::process::Output {
-    let out = Command::new(BIN)
-        .args(args)
-        .env("DOCPIPE_QUEUE_PREFIX", prefix)
-        .env("DOCPIPE_LOG", "info,lapin=warn,sqlx=warn")
-        .env("DOCPIPE_METRICS_ADDR", "off")
-        .output()
-        .expect("run docpipe");
-    eprintln!(
-        "$ docpipe {}\n{}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+const LEASE: &str = include_str!("fixtures/lease.txt");
 
 #[tokio::test]
 async fn scans_are_read_by_ocr_and_blank_ones_fail_with_a_reason() {

@@ -5,25 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+pub use crate::common::docpipe;
 use crate::common::env;
 
 const BIN: &str = env!("CARGO_BIN_EXE_docpipe");
-
-pub fn docpipe(args: &[&str], prefix: &str) -> std::process::Output {
-    let out = Command::new(BIN)
-        .args(args)
-        .env("DOCPIPE_QUEUE_PREFIX", prefix)
-        .env("DOCPIPE_LOG", "info,lapin=warn,sqlx=warn")
-        .output()
-        .expect("run docpipe");
-    eprintln!(
-        "$ docpipe {}\n{}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 /// `docpipe` with its metrics listener on a free loopback port, scraping `/metrics` and `/readyz`
 /// every 200 ms while it runs; returns its output, every `/metrics` body, and whether `/readyz`

@@ -159,7 +159,6 @@ pub async fn store_text(pool: &PgPool, id: Uuid, generation: i32, doc: &Document
     .execute(&mut *tx)
     .await
     .map_err(ctx(what))?;
-    let read: Vec<f32> = doc.ocr.iter().flatten().copied().collect();
     let segs = doc.segments;
     let col = |f: fn(&SegmentRow) -> usize, name: &str| ints(segs.iter().map(f), name);
     sqlx::query(
@@ -194,7 +193,7 @@ pub async fn store_text(pool: &PgPool, id: Uuid, generation: i32, doc: &Document
     .bind(int(doc.chunks, "chunk count")?)
     .bind(doc.extract_seconds as f32)
     .bind(DocStatus::Embedding.as_str())
-    .bind(int(read.len(), "OCR page count")?)
+    .bind(int(doc.ocr.iter().flatten().count(), "OCR page count")?)
     .bind(doc.ocr_confidence)
     .bind((doc.ocr_seconds > 0.0).then_some(doc.ocr_seconds as f32))
     .bind(doc.warning)

@@ -243,17 +243,7 @@ impl Extractor {
             .stderr(Stdio::piped())
             .env("RUST_BACKTRACE", "0")
             .kill_on_drop(true);
-        let memory = self.limits.memory_bytes;
-        let cpu_secs = self.limits.timeout.as_secs() + 5;
-        // SAFETY: only async-signal-safe calls (setrlimit) between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                set_rlimit(libc::RLIMIT_AS, memory)?;
-                set_rlimit(libc::RLIMIT_CPU, cpu_secs)?;
-                set_rlimit(libc::RLIMIT_CORE, 0)?;
-                Ok(())
-            });
-        }
+        limit_child(&mut cmd, self.limits.memory_bytes, self.limits.timeout.as_secs() + 5);
         let mut child = cmd.spawn().map_err(|source| ExtractError::Spawn { exe: self.exe.clone(), source })?;
         let mut stdin = child.stdin.take().ok_or_else(|| ExtractError::Protocol("no stdin".into()))?;
         let mut stdout = child.stdout.take().ok_or_else(|| ExtractError::Protocol("no stdout".into()))?;
@@ -317,7 +307,21 @@ pub(crate) async fn read_capped<R: tokio::io::AsyncRead + Unpin>(r: &mut R, cap:
     Ok(kept)
 }
 
-pub(crate) fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
+/// The limits of every child docpipe runs on a document (the extractor, pdftoppm, tesseract):
+/// address space, CPU seconds, no core dumps.
+pub(crate) fn limit_child(cmd: &mut tokio::process::Command, memory_bytes: u64, cpu_secs: u64) {
+    // SAFETY: only async-signal-safe calls (setrlimit) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            set_rlimit(libc::RLIMIT_AS, memory_bytes)?;
+            set_rlimit(libc::RLIMIT_CPU, cpu_secs)?;
+            set_rlimit(libc::RLIMIT_CORE, 0)?;
+            Ok(())
+        });
+    }
+}
+
+fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
     let lim = libc::rlimit { rlim_cur: value as libc::rlim_t, rlim_max: value as libc::rlim_t };
     // SAFETY: plain syscall on a valid struct.
     if unsafe { libc::setrlimit(resource, &lim) } != 0 {
@@ -379,11 +383,12 @@ impl Drop for Scratch {
     }
 }
 
-fn describe(status: std::process::ExitStatus, stderr: &str) -> String {
+/// How a child ended, in words (the signal, a panic, running out of memory, the exit status).
+pub(crate) fn describe(status: std::process::ExitStatus, stderr: &str) -> String {
     use std::os::unix::process::ExitStatusExt;
     if let Some(sig) = status.signal() {
         let name = match sig {
-            libc::SIGABRT => "SIGABRT (abort, often out of memory under the extract memory limit)",
+            libc::SIGABRT => "SIGABRT (abort, often out of memory under the extraction memory limit)",
             libc::SIGSEGV => "SIGSEGV",
             libc::SIGKILL => "SIGKILL",
             libc::SIGXCPU => "SIGXCPU (CPU time limit)",
@@ -395,12 +400,13 @@ fn describe(status: std::process::ExitStatus, stderr: &str) -> String {
         return "panicked".into();
     }
     if stderr.contains("memory allocation") {
-        return "out of memory under the extract memory limit".into();
+        return "out of memory under the extraction memory limit".into();
     }
     format!("exit status {}", status.code().unwrap_or(-1))
 }
 
-fn tail(s: &str, max: usize) -> String {
+/// The last `max` bytes of `s` (whole characters), marked as cut when cut.
+pub(crate) fn tail(s: &str, max: usize) -> String {
     let s = s.trim();
     if s.len() <= max {
         return s.to_string();

@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 
+use crate::extract::{describe, tail};
+
 /// Largest TSV answer read from Tesseract for one page.
 const MAX_TSV_BYTES: u64 = 32 << 20;
 
@@ -301,7 +303,7 @@ impl Ocr {
         let (status, _, stderr) = self.run(render, page, "running pdftoppm", "poppler-utils").await?;
         let image = root.with_extension("pgm");
         if !status.success() || !image.exists() {
-            return Err(OcrError::Render { page, status: describe(status), stderr: tail(&stderr) });
+            return Err(OcrError::Render { page, status: describe(status, &stderr), stderr: tail(&stderr, 400) });
         }
         let mut read = tokio::process::Command::new(&c.tesseract);
         read.arg(&image)
@@ -313,7 +315,7 @@ impl Ocr {
             .env("OMP_THREAD_LIMIT", "1");
         let (status, tsv, stderr) = self.run(read, page, "running tesseract", "tesseract-ocr").await?;
         if !status.success() {
-            return Err(OcrError::Recognise { page, status: describe(status), stderr: tail(&stderr) });
+            return Err(OcrError::Recognise { page, status: describe(status, &stderr), stderr: tail(&stderr, 400) });
         }
         Ok(parse_tsv(&String::from_utf8_lossy(&tsv)))
     }
@@ -326,18 +328,8 @@ impl Ocr {
         what: &'static str,
         package: &'static str,
     ) -> Result<(std::process::ExitStatus, Vec<u8>, String), OcrError> {
-        let memory = self.config.memory_bytes;
-        let cpu_secs = self.config.page_timeout.as_secs() + 5;
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-        // SAFETY: only async-signal-safe calls (setrlimit) between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                crate::extract::set_rlimit(libc::RLIMIT_AS, memory)?;
-                crate::extract::set_rlimit(libc::RLIMIT_CPU, cpu_secs)?;
-                crate::extract::set_rlimit(libc::RLIMIT_CORE, 0)?;
-                Ok(())
-            });
-        }
+        crate::extract::limit_child(&mut cmd, self.config.memory_bytes, self.config.page_timeout.as_secs() + 5);
         let program = cmd.as_std().get_program().to_string_lossy().into_owned();
         let mut child = cmd.spawn().map_err(|source| {
             if source.kind() == std::io::ErrorKind::NotFound {
@@ -403,24 +395,6 @@ pub fn parse_tsv(tsv: &str) -> (String, f32, usize) {
     }
     let confidence = if words == 0 { 0.0 } else { (conf_sum / words as f64) as f32 };
     (text, confidence, words)
-}
-
-fn describe(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match status.signal() {
-        Some(libc::SIGKILL) => "killed".into(),
-        Some(libc::SIGXCPU) => "CPU time limit".into(),
-        Some(libc::SIGSEGV) => "SIGSEGV".into(),
-        Some(libc::SIGABRT) => "SIGABRT, often out of memory under the memory limit".into(),
-        Some(sig) => format!("signal {sig}"),
-        None => format!("exit status {}", status.code().unwrap_or(-1)),
-    }
-}
-
-fn tail(s: &str) -> String {
-    let s = s.trim();
-    let skip = s.chars().count().saturating_sub(400);
-    s.chars().skip(skip).collect()
 }
 
 #[cfg(test)]
