@@ -12,7 +12,7 @@ export DOCPIPE_MODEL ?= $(DOCPIPE_HOME)/embeddinggemma-300m
 SERVICES_ENV := $(DOCPIPE_HOME)/run/env.sh
 CARGO ?= cargo
 
-.PHONY: demo test bench bench-ocr eval eval-ocr fault-test provision libtorch model ocr services services-down build
+.PHONY: demo test bench bench-ocr eval eval-ocr train-clauses learning-curve fault-test provision libtorch model ocr services services-down build
 
 provision: libtorch model ocr services
 
@@ -46,11 +46,26 @@ demo: provision build
 	source $(SERVICES_ENV) && scripts/demo.sh
 
 # Clause-label evaluation: the whole pipeline on labelled PDFs, then recall@1/@5 and presence
-# precision/recall per category (cross-validated). Last line: `recall@5 X.XX`.
+# precision/recall per category of the shipped clause scorer (FOLDS=5: scorers learned under
+# cross-validation on the labelled PDFs instead). Last line: `recall@5 X.XX`.
 LABELS ?= ../shared/corpus/contracts/cuad_labels.tsv
 PDFS ?= ../shared/corpus/contracts
+FOLDS ?= 0
 eval: provision build
-	source $(SERVICES_ENV) && scripts/eval.sh "$(LABELS)" "$(PDFS)"
+	source $(SERVICES_ENV) && EVAL_FOLDS=$(FOLDS) scripts/eval.sh "$(LABELS)" "$(PDFS)"
+
+# Train the shipped clause scorer (crates/clauses/scorers/) on CUAD's training contracts; the
+# embedded segments are cached, so an interrupted run resumes. No services needed.
+TRAIN_LABELS ?= ../shared/corpus/cuad-train/cuad_labels.tsv
+TRAIN_PDFS ?= ../shared/corpus/cuad-train
+train-clauses: libtorch model ocr build
+	target/debug/docpipe train-clauses --labels "$(TRAIN_LABELS)" --pdfs "$(TRAIN_PDFS)"
+
+# Recall@5 on LABELS/PDFS of scorers trained on nested subsets of the training contracts
+# (0 = all); reuses the training cache, embeds LABELS/PDFS once (`docpipe eval --pdfs`).
+CURVE ?= 50 100 200 0
+learning-curve: libtorch model ocr build
+	scripts/learning-curve.sh "$(TRAIN_LABELS)" "$(TRAIN_PDFS)" "$(LABELS)" "$(PDFS)" $(CURVE)
 
 # OCR accuracy: pages of born-digital PDFs rendered at OCR_DPI and read by Tesseract, against
 # their own text layer. Last line: `ocr_cer X.XXXX`.

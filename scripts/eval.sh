@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `make eval LABELS=path/to/labels.tsv PDFS=path/to/pdf-dir`: run the whole pipeline on the
-# labelled PDFs, then score the clause labels against the gold clauses (`docpipe eval`).
+# labelled PDFs, then score the clause labels against the gold clauses (`docpipe eval`) with
+# the shipped clause scorer (EVAL_FOLDS=N ≥ 2: scorers learned under cross-validation instead;
+# DOCPIPE_CLAUSE_SCORER=file: another scorer file).
 # Expects the services' environment (scripts/services.sh env) and a built target/debug/docpipe.
 # Documents already done in the eval bucket with unchanged content are not embedded again.
 # The file names come from the labels file parsed as TSV with quoted fields (its clauses_json
@@ -12,7 +14,7 @@ LABELS=${1:?usage: scripts/eval.sh LABELS.tsv PDF-DIR}
 PDFS=${2:?usage: scripts/eval.sh LABELS.tsv PDF-DIR}
 BIN=${DOCPIPE_BIN:-target/debug/docpipe}
 BUCKET=${EVAL_BUCKET:-docpipe-eval}
-FOLDS=${EVAL_FOLDS:-5}
+FOLDS=${EVAL_FOLDS:-0}
 
 [ -f "$LABELS" ] || { echo "eval: no labels file $LABELS" >&2; exit 2; }
 [ -d "$PDFS" ] || { echo "eval: no PDF directory $PDFS" >&2; exit 2; }

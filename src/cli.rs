@@ -186,6 +186,11 @@ pub struct LabelArgs {
     /// best segment scores at least this (learned categories keep their own thresholds).
     #[arg(long, env = "DOCPIPE_LABEL_THRESHOLD", default_value_t = docpipe_clauses::DEFAULT_THRESHOLD)]
     pub label_threshold: f32,
+    /// Learned clause scorers applied to the categories: `builtin` (the scorer shipped with
+    /// docpipe, trained on 430 CUAD contracts), a scorer file written by `train-clauses`, or
+    /// `none` (zero-shot). Categories learned with `labels --learn` keep their own.
+    #[arg(long, env = "DOCPIPE_CLAUSE_SCORER", default_value = "builtin")]
+    pub clause_scorer: docpipe_clauses::artifact::Source,
 }
 
 #[derive(Subcommand)]
@@ -276,18 +281,73 @@ pub enum Cmd {
         #[command(flatten)]
         worker: WorkerArgs,
     },
-    /// Recall@1/@5 of labelled clauses and presence precision/recall, per category, with
-    /// cross-validated learned scorers; the last line is `recall@5 X.XX`.
+    /// Recall@1/@5 of labelled clauses and presence precision/recall, per category, of the
+    /// clause scorer (`--clause-scorer`, the shipped one by default) or, with `--folds N`, of
+    /// scorers learned under cross-validation on the labelled documents themselves; the last
+    /// line is `recall@5 X.XX`.
     Eval {
         #[arg(long)]
         labels: PathBuf,
-        /// Bucket holding the labelled documents (matched by file name).
-        #[arg(long, env = "DOCPIPE_BUCKET")]
-        bucket: String,
-        #[arg(long, default_value_t = 5)]
+        /// Bucket holding the labelled documents, run through the pipeline (matched by file
+        /// name).
+        #[arg(long, env = "DOCPIPE_BUCKET", required_unless_present = "pdfs")]
+        bucket: Option<String>,
+        /// Instead of a bucket: a folder of the labelled PDFs, each segment embedded on its own
+        /// here exactly as the worker's standalone pass does (cached; no services needed).
+        #[arg(long, conflicts_with = "bucket")]
+        pdfs: Option<PathBuf>,
+        /// 0: score with `--clause-scorer`; N ≥ 2: learn and score under N-fold
+        /// cross-validation by document.
+        #[arg(long, default_value_t = 0)]
         folds: usize,
+        /// Segment embeddings scored: `labelled` (standalone where stored, as labelling does)
+        /// or `contextual` (as if the standalone pass had not run).
+        #[arg(long, default_value = "labelled", value_parser = ["labelled", "contextual"])]
+        embeddings: String,
+        #[command(flatten)]
+        ocr: OcrArgs,
         #[command(flatten)]
         label_args: LabelArgs,
+        #[command(flatten)]
+        worker: WorkerArgs,
+    },
+    /// Train the clause scorer from labelled PDFs (`make train-clauses`): embeds each training
+    /// document's positives, their neighbours and a sample of the rest on their own, caches
+    /// them (an interrupted run resumes), learns every category, and writes a scorer file with
+    /// its sha256 and a fixture of recorded scores.
+    TrainClauses {
+        /// Labels file in `cuad_labels.tsv` format.
+        #[arg(long)]
+        labels: PathBuf,
+        /// Folder of the labelled PDFs.
+        #[arg(long)]
+        pdfs: PathBuf,
+        /// Scorer file to write (beside it: `.sha256` and `.fixture.json`).
+        #[arg(long, default_value = "crates/clauses/scorers/clause-scorer-v1.json")]
+        out: PathBuf,
+        /// Name recorded in the scorer (and in the `source` of the categories it scores).
+        #[arg(long, default_value = "clause-scorer-v1")]
+        name: String,
+        /// Cache of extracted and embedded training segments (reused by later runs).
+        #[arg(long, env = "DOCPIPE_TRAIN_CACHE")]
+        cache: Option<PathBuf>,
+        /// Use only the first N documents of a fixed shuffle (nested: N=50 ⊂ N=100 ⊂ …), for
+        /// learning curves; 0 = all.
+        #[arg(long, default_value_t = 0)]
+        docs: usize,
+        /// Model tokens embedded per training document, at most (bounds the training time).
+        #[arg(long, default_value_t = 2500)]
+        max_tokens_per_doc: usize,
+        /// Positive segments per category and document, at most.
+        #[arg(long, default_value_t = 2)]
+        positives_per_category: usize,
+        /// Segments drawn at random per document besides the positives.
+        #[arg(long, default_value_t = 8)]
+        negatives: usize,
+        #[arg(long, default_value_t = 20261202)]
+        seed: u64,
+        #[command(flatten)]
+        ocr: OcrArgs,
         #[command(flatten)]
         worker: WorkerArgs,
     },

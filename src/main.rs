@@ -68,7 +68,15 @@ fn main() -> Result<()> {
 
 /// Commands that load the model and run batches through it.
 fn runs_model(cmd: &Cmd) -> bool {
-    matches!(cmd, Cmd::Worker { .. } | Cmd::Run { .. } | Cmd::Labels { .. } | Cmd::Eval { .. } | Cmd::Search { .. })
+    matches!(
+        cmd,
+        Cmd::Worker { .. }
+            | Cmd::Run { .. }
+            | Cmd::Labels { .. }
+            | Cmd::Eval { .. }
+            | Cmd::Search { .. }
+            | Cmd::TrainClauses { .. }
+    )
 }
 
 /// The long-running roles, which serve `/metrics`, `/healthz` and `/readyz`.
@@ -124,8 +132,32 @@ async fn dispatch(cli: Cli) -> Result<()> {
         Cmd::Labels { learn, bucket, labels, worker } => {
             cmd::labels::run(c, &worker, &labels, learn.as_deref(), bucket.as_deref()).await
         }
-        Cmd::Eval { labels, bucket, folds, label_args, worker } => {
-            cmd::eval::run(c, &worker, &label_args, &labels, &bucket, folds).await
+        Cmd::Eval { labels, bucket, pdfs, folds, embeddings, ocr, label_args, worker } => match (bucket, pdfs) {
+            (_, Some(pdfs)) => cmd::eval::offline(c, &worker, &ocr, &label_args, &labels, &pdfs, folds).await,
+            (Some(bucket), None) => cmd::eval::run(c, &worker, &label_args, &labels, &bucket, folds, &embeddings).await,
+            (None, None) => anyhow::bail!("eval needs --bucket or --pdfs"),
+        },
+        Cmd::TrainClauses {
+            labels,
+            pdfs,
+            out,
+            name,
+            cache,
+            docs,
+            max_tokens_per_doc,
+            positives_per_category,
+            negatives,
+            seed,
+            ocr,
+            worker,
+        } => {
+            let plan = docpipe_clauses::train::Plan {
+                max_tokens: max_tokens_per_doc,
+                per_category: positives_per_category,
+                negatives,
+            };
+            let opts = cmd::train_clauses::Options { labels, pdfs, out, name, cache, docs, plan, seed };
+            cmd::train_clauses::run(c, &worker, &ocr, &opts).await
         }
         Cmd::EvalOcr { pdfs, docs, pages_per_doc, ocr } => cmd::eval_ocr::run(&pdfs, docs, pages_per_doc, &ocr).await,
         Cmd::Status { run, watch, interval_s } => cmd::status::run(c, run, watch, interval_s).await,

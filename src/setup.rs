@@ -154,6 +154,22 @@ pub async fn ensure_labels(
         };
         info!(categories = n, "clause categories embedded");
     }
+    let artifact =
+        a.clause_scorer.load().with_context(|| format!("loading the clause scorer ({:?})", a.clause_scorer))?;
+    let applied =
+        stored::apply_artifact(pool, artifact.as_ref().map(|(x, sha)| (x, sha.as_str())), a.label_threshold).await?;
+    if let Some(why) = &applied.refused {
+        warn!(reason = %why, "clause scorer not applied: every category is zero-shot");
+    }
+    if applied.changed > 0 {
+        info!(covered = applied.covered, changed = applied.changed, "clause scorer applied; documents relabelled");
+    }
+    if !applied.zero_shot.is_empty() {
+        info!(categories = ?applied.zero_shot, "categories without a learned scorer fall back to zero-shot");
+    }
+    if !applied.learned_here.is_empty() {
+        info!(categories = ?applied.learned_here, "categories learned here (labels --learn) keep their scorers");
+    }
     if stored::set_zero_shot_threshold(pool, a.label_threshold).await? {
         info!(threshold = a.label_threshold, "zero-shot presence threshold changed; documents relabelled");
     }

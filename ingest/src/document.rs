@@ -5,14 +5,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
 use backon::Retryable;
-use docpipe_contract::messages::{self, ChunkMeta, ChunkTask, SCHEMA_VERSION};
+use docpipe_contract::messages::{self, ChunkTask};
 use docpipe_contract::status::{Failure, FailureClass, Stage};
 use docpipe_ops::metrics;
 use docpipe_store::documents::{self as db, ObjectRow, SegmentRow};
 use docpipe_store::failures::{record_failure, DocumentRef};
 use docpipe_text::extract::Pages;
 use docpipe_text::ocr::OcrMode;
-use docpipe_text::prepare::{DocumentText, Prepared};
+use docpipe_text::prepare::{DocumentText, Prepared, TaskIds};
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 use uuid::Uuid;
@@ -254,28 +254,8 @@ impl Ingestor {
     async fn publish(&self, doc: &Doc<'_>, prepared: Prepared) -> Result<usize, IngestError> {
         let count = prepared.chunks.len() as u32;
         let published_ms = messages::now_ms();
-        let span = |r: &std::ops::Range<usize>| [r.start as u32, r.end as u32];
-        let tasks: Vec<ChunkTask> = prepared
-            .chunks
-            .into_iter()
-            .map(|p| ChunkTask {
-                schema: SCHEMA_VERSION,
-                meta: ChunkMeta {
-                    run_id: doc.run_id,
-                    document_id: doc.id,
-                    generation: doc.generation,
-                    index: p.chunk.index as u32,
-                    count,
-                    tokens: span(&p.chunk.tokens),
-                    owned_tokens: span(&p.chunk.owned),
-                    chars: span(&p.chunk.chars),
-                    owned_chars: span(&p.chunk.owned_chars),
-                },
-                input_ids: p.input_ids,
-                segments: p.segments,
-                published_ms,
-            })
-            .collect();
+        let ids = TaskIds { run_id: doc.run_id, document_id: doc.id, generation: doc.generation, count, published_ms };
+        let tasks: Vec<ChunkTask> = prepared.chunks.into_iter().map(|p| p.into_task(ids)).collect();
         let t0 = Instant::now();
         self.publisher.publish_all(&self.topology.chunks(), &tasks).await?;
         metrics::get().stage("publish", t0.elapsed().as_secs_f64());

@@ -1,14 +1,72 @@
 //! `docpipe eval --labels F --bucket B`: recall@1/@5 and presence precision/recall of the
-//! clause labels against labelled documents (`make eval`); the last line is `recall@5 X.XX`.
+//! clause labels against labelled documents (`make eval`), scored by the clause scorer
+//! (`--clause-scorer`, the shipped one by default) or, with `--folds N`, by scorers learned
+//! under cross-validation; the last line is `recall@5 X.XX`. With `--pdfs DIR` instead of a
+//! bucket, the documents are not run through the pipeline: every segment is embedded on its
+//! own here, as the worker's standalone pass embeds it (the embeddings labels are scored on).
 
 use std::path::Path;
 
-use anyhow::Result;
-use docpipe_clauses::{eval, gold, stored};
+use anyhow::{bail, Result};
+use docpipe_clauses::eval::{self, Scoring};
+use docpipe_clauses::gold;
+use docpipe_clauses::stored::{self, Embeddings};
 
-use crate::cli::{Common, LabelArgs, WorkerArgs};
-use crate::cmd::labels;
+use docpipe_clauses::stored::StoredCategory;
+use docpipe_clauses::train::Plan;
+
+use crate::cli::{Common, LabelArgs, OcrArgs, WorkerArgs};
+use crate::cmd::{labels, train_clauses};
 use crate::setup;
+
+/// The scorers under test: the clause scorer, or cross-validation.
+fn scoring<'a>(
+    folds: usize,
+    artifact: &Option<(docpipe_clauses::artifact::Artifact, String)>,
+    scorers: &'a std::collections::BTreeMap<String, docpipe_clauses::scorer::Scorer>,
+) -> Result<Scoring<'a>> {
+    Ok(match (folds, artifact) {
+        (0, Some((art, sha))) => Scoring::Given { scorers, label: format!("{} (sha256 {})", art.name, &sha[..12]) },
+        (0, None) => Scoring::Given { scorers, label: "none (zero-shot)".into() },
+        (1, _) => bail!("--folds must be 0 (the clause scorer) or at least 2 (cross-validation)"),
+        (n, _) => Scoring::CrossValidated { folds: n },
+    })
+}
+
+/// `eval --pdfs`: the labelled PDFs embedded here, segment by segment, and scored.
+pub async fn offline(
+    c: &Common,
+    w: &WorkerArgs,
+    ocr: &OcrArgs,
+    a: &LabelArgs,
+    labels_file: &Path,
+    pdfs: &Path,
+    folds: usize,
+) -> Result<()> {
+    let o = train_clauses::Options {
+        labels: labels_file.to_path_buf(),
+        pdfs: pdfs.to_path_buf(),
+        out: Default::default(),
+        name: String::new(),
+        cache: None,
+        docs: 0,
+        plan: Plan::WHOLE,
+        seed: 0,
+    };
+    let corpus = train_clauses::corpus(c, w, ocr, &o).await?;
+    let cats: Vec<StoredCategory> = corpus.queries;
+    let artifact = a.clause_scorer.load()?;
+    let scorers = artifact.as_ref().map(|(a, _)| a.scorers()).unwrap_or_default();
+    let table = eval::evaluate(
+        &corpus.docs,
+        &cats,
+        &scoring(folds, &artifact, &scorers)?,
+        corpus.unlocated,
+        a.label_threshold,
+    )?;
+    println!("{table}");
+    Ok(())
+}
 
 pub async fn run(
     c: &Common,
@@ -17,13 +75,17 @@ pub async fn run(
     labels_file: &Path,
     bucket: &str,
     folds: usize,
+    embeddings: &str,
 ) -> Result<()> {
     let pool = setup::db(c).await?;
     labels::prepare(c, w, a, &pool).await?;
-    let gold = gold::read_labels(labels_file)?;
-    let (docs, unlocated) = stored::load_docs(&pool, bucket, &gold).await?;
+    let (gold, present) = gold::read_labels(labels_file)?;
+    let embeddings = if embeddings == "contextual" { Embeddings::Contextual } else { Embeddings::Labelled };
+    let (docs, unlocated) = stored::load_docs(&pool, bucket, &gold, &present, embeddings).await?;
     let cats = stored::load(&pool).await?;
-    let table = eval::evaluate(&docs, &cats, folds, unlocated, a.label_threshold)?;
+    let artifact = a.clause_scorer.load()?;
+    let scorers = artifact.as_ref().map(|(a, _)| a.scorers()).unwrap_or_default();
+    let table = eval::evaluate(&docs, &cats, &scoring(folds, &artifact, &scorers)?, unlocated, a.label_threshold)?;
     println!("{table}");
     Ok(())
 }

@@ -21,8 +21,8 @@ pub async fn run(
     prepare(c, w, a, &pool).await?;
     if let Some(path) = learn_from {
         let bucket = bucket.context("--learn needs --bucket (where the labelled documents are)")?;
-        let labels = gold::read_labels(path)?;
-        let (docs, _) = stored::load_docs(&pool, bucket, &labels).await?;
+        let (labels, present) = gold::read_labels(path)?;
+        let (docs, _) = stored::load_docs(&pool, bucket, &labels, &present, stored::Embeddings::Labelled).await?;
         if docs.len() < 2 {
             bail!("found {} labelled documents that are done in bucket {bucket}; need at least 2", docs.len());
         }

@@ -12,4 +12,5 @@ pub mod report;
 pub mod run;
 pub mod search;
 pub mod status;
+pub mod train_clauses;
 pub mod worker;

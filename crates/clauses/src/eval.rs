@@ -4,10 +4,12 @@
 //! recall@K is the share of gold clauses matched by one of the top K segments. Presence: a
 //! document is predicted to have a category when its best score reaches the threshold.
 //!
-//! Two scorers are reported: the category queries alone (zero-shot cosine), and learned
-//! scorers under k-fold cross-validation by document — every document is scored by a scorer
-//! learned on the other folds only ([`crate::learn`]). [`evaluate`] returns the table;
-//! its `Display` is what `docpipe eval` prints, ending with `recall@5 X.XX`.
+//! Two scorers are reported beside each other: the category queries alone (zero-shot cosine),
+//! and the scorers under test ([`Scoring`]) — given scorers such as the shipped artifact,
+//! scored on documents they were not trained on, or scorers learned under k-fold
+//! cross-validation by document, every document scored by a scorer learned on the other folds
+//! only ([`crate::learn`]). [`evaluate`] returns the table; its `Display` is what
+//! `docpipe eval` prints, ending with `recall@5 X.XX`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -17,6 +19,15 @@ use crate::learn::learn;
 use crate::scorer::{ranking, Scorer};
 use crate::stored::StoredCategory;
 use crate::ClausesError;
+
+/// The scorers under test.
+pub enum Scoring<'a> {
+    /// Given scorers by category name (the shipped artifact, named by `label`); a category
+    /// without one is scored by its query (zero-shot) and marked so.
+    Given { scorers: &'a BTreeMap<String, Scorer>, label: String },
+    /// Scorers learned under `folds`-fold cross-validation by document.
+    CrossValidated { folds: usize },
+}
 
 /// Gold clauses found in the top `k` (per k in `ks`), and the number of gold clauses.
 fn hits(doc: &Doc, cat: &str, s: &Scorer, ks: &[usize]) -> (Vec<usize>, usize) {
@@ -74,7 +85,10 @@ impl Tally {
 #[derive(Debug, Clone)]
 pub struct EvalTable {
     pub documents: usize,
-    pub folds: usize,
+    /// How the scorers under test were obtained, in words.
+    pub scoring: String,
+    /// Categories the given scorers do not cover (scored zero-shot).
+    pub zero_shot_only: Vec<String>,
     /// Gold clauses not located in the extracted text (counted as misses).
     pub unlocated: usize,
     pub categories: BTreeMap<String, Tally>,
@@ -91,7 +105,7 @@ impl EvalTable {
     /// All categories together.
     pub fn overall(&self) -> Tally {
         let mut all = Tally::default();
-        for t in self.categories.values().filter(|t| t.gold > 0 || t.fp > 0) {
+        for t in self.categories.values().filter(|t| t.gold > 0 || t.fp > 0 || t.docs > 0) {
             all.add(t);
         }
         all
@@ -131,9 +145,20 @@ impl fmt::Display for EvalTable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{} documents, {} folds (learned scorers: each fold scored by a scorer learned on the others), \
-             {} gold clauses not located in the extracted text (counted as misses)\n",
-            self.documents, self.folds, self.unlocated
+            "{} documents; scorers: {}; {} gold clauses not located in the extracted text (counted as misses)",
+            self.documents, self.scoring, self.unlocated
+        )?;
+        if !self.zero_shot_only.is_empty() {
+            writeln!(
+                f,
+                "not covered by these scorers, scored zero-shot (marked *): {}",
+                self.zero_shot_only.join(", ")
+            )?;
+        }
+        writeln!(
+            f,
+            "presence: CUAD's answers (Yes, or any other non-empty answer than No; a gold clause where both answer \
+             columns are empty)\n"
         )?;
         writeln!(
             f,
@@ -141,7 +166,14 @@ impl fmt::Display for EvalTable {
             "category", "docs", "gold", "R@1", "R@5", "R@5 zs", "pres P", "pres R"
         )?;
         let (mut macro1, mut macro5, mut ncat) = (0f64, 0f64, 0usize);
-        for (name, t) in self.categories.iter().filter(|(_, t)| t.gold > 0 || t.fp > 0) {
+        for (name, t) in self.categories.iter().filter(|(_, t)| t.gold > 0 || t.fp > 0 || t.docs > 0) {
+            let marked;
+            let name = if self.zero_shot_only.contains(name) {
+                marked = format!("{name} *");
+                &marked
+            } else {
+                name
+            };
             row(f, name, t)?;
             if t.gold > 0 {
                 macro1 += t.at1 as f64 / t.gold as f64;
@@ -210,27 +242,49 @@ fn ceiling(docs: &[Doc], k: usize) -> usize {
     found
 }
 
-/// Evaluate learned scorers under `folds`-fold cross-validation by document, and the
-/// zero-shot queries at `zs_threshold`, on labelled documents.
+/// Evaluate the scorers under test ([`Scoring`]) and the zero-shot queries at
+/// `zs_threshold` on labelled documents.
 pub fn evaluate(
     docs: &[Doc],
     cats: &[StoredCategory],
-    folds: usize,
+    scoring: &Scoring<'_>,
     unlocated: usize,
     zs_threshold: f32,
 ) -> Result<EvalTable, ClausesError> {
-    if docs.len() < 2 {
+    let (min_docs, folds) = match scoring {
+        Scoring::Given { .. } => (1, 1),
+        Scoring::CrossValidated { folds } => (2, (*folds).min(docs.len()).max(2)),
+    };
+    if docs.len() < min_docs {
         return Err(ClausesError::Input(format!(
-            "need at least 2 labelled documents that are done, found {}",
+            "need at least {min_docs} labelled documents that are done, found {}",
             docs.len()
         )));
     }
-    let folds = folds.min(docs.len()).max(2);
+    let (description, zero_shot_only) = match scoring {
+        Scoring::Given { scorers, label } => (
+            format!("{label}, not trained on these documents"),
+            cats.iter().filter(|c| !scorers.contains_key(&c.name)).map(|c| c.name.clone()).collect(),
+        ),
+        Scoring::CrossValidated { .. } => (
+            format!("learned under {folds}-fold cross-validation (each fold scored by a scorer learned on the others)"),
+            Vec::new(),
+        ),
+    };
     let mut tally: BTreeMap<String, Tally> = cats.iter().map(|c| (c.name.clone(), Tally::default())).collect();
     let mut pairs = (0usize, 0usize);
     for f in 0..folds {
-        let train: Vec<&Doc> = docs.iter().enumerate().filter(|(i, _)| i % folds != f).map(|(_, d)| d).collect();
-        let scorers = learn(&train, cats);
+        let scorers: Vec<Scorer> = match scoring {
+            Scoring::Given { scorers, .. } => cats
+                .iter()
+                .map(|c| scorers.get(&c.name).cloned().unwrap_or_else(|| Scorer::zero_shot(&c.query, zs_threshold)))
+                .collect(),
+            Scoring::CrossValidated { .. } => {
+                let train: Vec<&Doc> =
+                    docs.iter().enumerate().filter(|(i, _)| i % folds != f).map(|(_, d)| d).collect();
+                learn(&train, cats)
+            }
+        };
         for d in docs.iter().enumerate().filter(|(i, _)| i % folds == f).map(|(_, d)| d) {
             for (cat, s) in cats.iter().zip(&scorers) {
                 let Some(t) = tally.get_mut(&cat.name) else { continue };
@@ -259,7 +313,8 @@ pub fn evaluate(
     }
     Ok(EvalTable {
         documents: docs.len(),
-        folds,
+        scoring: description,
+        zero_shot_only,
         unlocated,
         categories: tally,
         ceiling: (ceiling(docs, 1), ceiling(docs, 5)),
@@ -277,11 +332,11 @@ mod ceiling_tests {
     #[test]
     fn ceiling_is_a_greedy_cover() {
         let seg = |n: usize| {
-            (0..n).map(|i| Segment { chars: i * 10..i * 10 + 10, embedding: vec![], terms: vec![] }).collect()
+            (0..n).map(|i| Segment { index: i, chars: i * 10..i * 10 + 10, embedding: vec![], terms: vec![] }).collect()
         };
         // three gold clauses: two found only in segment 1, one only in segment 4; one nowhere
         let gold = BTreeMap::from([("X".to_string(), vec![vec![1, 2], vec![1], vec![4], vec![]])]);
-        let d = Doc { segments: seg(6), gold, positives: BTreeMap::new() };
+        let d = Doc { segments: seg(6), gold, positives: BTreeMap::new(), present: BTreeSet::new(), weights: vec![] };
         assert_eq!(ceiling(std::slice::from_ref(&d), 1), 2);
         assert_eq!(ceiling(std::slice::from_ref(&d), 5), 3);
     }

@@ -25,14 +25,32 @@ const POSITIVE_OCCURRENCES: usize = 3;
 
 /// Gold clauses per (file name, category).
 pub type Labels = BTreeMap<(String, String), Vec<String>>;
+/// The (file name, category) pairs that are present: by CUAD's answer column, `Yes` or any other
+/// non-empty answer than `No` (a date, a party, a duration); where both answer columns of a
+/// pair are empty (CUAD leaves the answer of some categories unfilled, e.g. every `Notice Period
+/// To Terminate Renewal`), by its having a gold clause.
+pub type Present = BTreeSet<(String, String)>;
 
 /// A labelled document as stored: segments, per category the segments each gold clause
-/// matches (one list per gold clause; empty when the clause could not be located), and the
-/// training positives.
+/// matches (one list per gold clause; empty when the clause could not be located), the
+/// training positives, and the categories its answers say are present.
+///
+/// A training document may hold a sample of its segments (`Segment::index` keeps their
+/// place); `weights` then says how many segments of the document each stands for (empty:
+/// every segment is there, weight 1).
 pub struct Doc {
     pub segments: Vec<Segment>,
     pub gold: Gold,
     pub positives: Positives,
+    pub present: BTreeSet<String>,
+    pub weights: Vec<f32>,
+}
+
+impl Doc {
+    /// How many of the document's segments segment `i` (of `segments`) stands for.
+    pub fn weight(&self, i: usize) -> f32 {
+        self.weights.get(i).copied().unwrap_or(1.0)
+    }
 }
 
 /// Per category, the segments each gold clause matches.
@@ -40,9 +58,9 @@ pub type Gold = BTreeMap<String, Vec<Vec<usize>>>;
 /// Per category, the training positives.
 pub type Positives = BTreeMap<String, BTreeSet<usize>>;
 
-/// Gold clauses per (file name, category), from a `cuad_labels.tsv`-format file. The CUAD
-/// artifact column `X- Answer` is folded into `X`.
-pub fn read_labels(path: &Path) -> Result<Labels, ClausesError> {
+/// Gold clauses per (file name, category), and the pairs that are [`Present`], from a
+/// `cuad_labels.tsv`-format file. The CUAD artifact column `X- Answer` is folded into `X`.
+pub fn read_labels(path: &Path) -> Result<(Labels, Present), ClausesError> {
     let mut rdr = csv::ReaderBuilder::new()
         .delimiter(b'\t')
         .has_headers(true)
@@ -50,6 +68,8 @@ pub fn read_labels(path: &Path) -> Result<Labels, ClausesError> {
         .from_path(path)
         .map_err(|e| ClausesError::Labels { path: path.display().to_string(), message: e.to_string() })?;
     let mut out: Labels = BTreeMap::new();
+    let mut present = Present::new();
+    let mut answered: BTreeSet<(String, String)> = BTreeSet::new();
     for (i, rec) in rdr.records().enumerate() {
         let rec = rec.map_err(|e| ClausesError::Labels {
             path: path.display().to_string(),
@@ -60,6 +80,13 @@ pub fn read_labels(path: &Path) -> Result<Labels, ClausesError> {
             continue;
         }
         let cat = cat.trim().trim_end_matches("- Answer").trim().to_string();
+        let answer = rec.get(2).unwrap_or("").trim();
+        if !answer.is_empty() {
+            answered.insert((file.to_string(), cat.clone()));
+            if !answer.eq_ignore_ascii_case("no") {
+                present.insert((file.to_string(), cat.clone()));
+            }
+        }
         let clauses: Vec<String> = match rec.get(3).filter(|c| !c.trim().is_empty()) {
             Some(j) => serde_json::from_str(j).map_err(|e| ClausesError::Labels {
                 path: path.display().to_string(),
@@ -74,7 +101,17 @@ pub fn read_labels(path: &Path) -> Result<Labels, ClausesError> {
             }
         }
     }
-    Ok(out)
+    for (key, clauses) in &out {
+        if !answered.contains(key) && !clauses.is_empty() {
+            present.insert(key.clone());
+        }
+    }
+    Ok((out, present))
+}
+
+/// The categories present in `file` by its answers.
+pub fn present_in(present: &Present, file: &str) -> BTreeSet<String> {
+    present.range((file.to_string(), String::new())..).take_while(|(f, _)| f == file).map(|(_, c)| c.clone()).collect()
 }
 
 /// Text with whitespace runs collapsed to one space, case-folded (`alnum_only`: letters and
@@ -134,7 +171,7 @@ fn overlaps_enough(a: &Range<usize>, b: &Range<usize>) -> bool {
 /// clause's first 3 occurrences covers at least [`POSITIVE_COVER`] of, and the matching
 /// segments (any occurrence, as the evaluation counts them).
 /// Also returns how many clauses were not located.
-pub(crate) fn gold_and_positives<'a>(
+pub fn gold_and_positives<'a>(
     text: &str,
     segments: &[Segment],
     clauses: impl Iterator<Item = (&'a String, &'a Vec<String>)>,
@@ -173,9 +210,9 @@ pub(crate) fn gold_and_positives<'a>(
     (gold, positives, unlocated)
 }
 
-/// Whether the document has at least one located-or-not gold clause of `cat`.
+/// Whether the document has category `cat`, by its answers.
 pub(crate) fn has(d: &Doc, cat: &str) -> bool {
-    d.gold.get(cat).is_some_and(|c| !c.is_empty())
+    d.present.contains(cat)
 }
 
 #[cfg(test)]
@@ -202,6 +239,33 @@ mod tests {
     }
 
     #[test]
+    fn presence_comes_from_the_answers_with_the_answer_columns_folded() {
+        let path = std::env::temp_dir().join(format!("labels-{}.tsv", std::process::id()));
+        let tsv = "file\tcategory\tanswer\tclauses_json\n\
+                   a.pdf\tGoverning Law\tDelaware\t[\"governed by Delaware law\"]\n\
+                   a.pdf\tAnti-Assignment\tNo\t[]\n\
+                   a.pdf\tAudit Rights\tYes\t[\"may audit\"]\n\
+                   a.pdf\tNotice Period To Terminate Renewal\t\t[\"90 days\"]\n\
+                   a.pdf\tNotice Period To Terminate Renewal- Answer\t90 days\t[]\n\
+                   a.pdf\tExpiration Date\t\t[\"until terminated\"]\n\
+                   b.pdf\tAudit Rights\tno\t[]\n";
+        std::fs::write(&path, tsv).unwrap();
+        let (labels, present) = read_labels(&path).unwrap();
+        std::fs::remove_file(&path).ok();
+        let a = present_in(&present, "a.pdf");
+        // Expiration Date: no answer at all, a gold clause: present by its clause
+        let want: BTreeSet<String> =
+            ["Audit Rights", "Expiration Date", "Governing Law", "Notice Period To Terminate Renewal"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        assert_eq!(a, want);
+        assert!(present_in(&present, "b.pdf").is_empty());
+        assert_eq!(labels[&("a.pdf".to_string(), "Notice Period To Terminate Renewal".to_string())], vec!["90 days"]);
+        assert!(labels.contains_key(&("a.pdf".to_string(), "Expiration Date".to_string())));
+    }
+
+    #[test]
     fn overlap_needs_half_of_the_shorter() {
         assert!(overlaps_enough(&(0..100), &(40..60)));
         assert!(overlaps_enough(&(0..10), &(5..100)));
@@ -214,7 +278,7 @@ mod tests {
         // segment 1 holds most of the clause (a match); segment 2 holds its last 7 characters,
         // over 10 % of the segment but under half of the clause (a positive, not a match)
         let text = "Intro text here. Governing law is New York law. Then a long tail follows the clause.";
-        let seg = |r: Range<usize>| Segment { chars: r, embedding: vec![], terms: vec![] };
+        let seg = |r: Range<usize>| Segment { index: 0, chars: r, embedding: vec![], terms: vec![] };
         let segments = vec![seg(0..16), seg(17..40), seg(40..84)];
         let cat = "Governing Law".to_string();
         let clauses = vec!["governing law is  New York law.".to_string(), "Delaware".to_string()];

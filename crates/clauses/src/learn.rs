@@ -4,6 +4,10 @@
 //! full-batch gradient descent — each step two matrix products over the training segments
 //! (segments × features · features × categories, and the gradient back), by blocks of rows
 //! on rayon's threads, plus the sparse lexical terms.
+//!
+//! Training documents may hold a sample of their segments: each segment's loss counts as
+//! many times as the segments it stands for ([`Doc::weight`]), so a sample with known
+//! inclusion rates fits the same objective as the whole documents.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -87,6 +91,10 @@ struct Design {
     /// Dense features, one row per segment: the embedding, the two position features, and a
     /// constant 1 for the bias.
     x: Array2<f32>,
+    /// Per row: how many segments it stands for.
+    weight: Vec<f32>,
+    /// The sum of `weight`: what the loss is averaged over.
+    total: f32,
     /// Per row: the lexical columns of its terms, and the value each has.
     lexical: Vec<(Vec<usize>, f32)>,
     /// Per lexical column: the rows that have it (`lexical` transposed).
@@ -95,16 +103,19 @@ struct Design {
 
 impl Design {
     fn new(train: &[&Doc], vocab: &Vocabulary, dim: usize) -> Self {
-        let segments: Vec<(usize, &Segment)> = train.iter().flat_map(|d| d.segments.iter().enumerate()).collect();
+        let segments: Vec<(f32, &Segment)> =
+            train.iter().flat_map(|d| d.segments.iter().enumerate().map(|(i, s)| (d.weight(i), s))).collect();
         let mut x = Array2::zeros((segments.len(), dim + 3));
+        let weight: Vec<f32> = segments.iter().map(|(w, _)| *w).collect();
+        let total = weight.iter().sum::<f32>().max(1e-6);
         let mut lexical = Vec::with_capacity(segments.len());
         let mut rows_with = vec![Vec::new(); vocab.terms.len()];
-        for (r, (i, seg)) in segments.into_iter().enumerate() {
+        for (r, (_, seg)) in segments.into_iter().enumerate() {
             let mut row = x.row_mut(r);
             for (a, &e) in row.iter_mut().take(dim).zip(&seg.embedding) {
                 *a = e;
             }
-            let [p0, p1] = position(i);
+            let [p0, p1] = position(seg.index);
             row[dim] = p0;
             row[dim + 1] = p1;
             row[dim + 2] = 1.0;
@@ -114,12 +125,12 @@ impl Design {
             }
             lexical.push((cols, v));
         }
-        Design { x, lexical, rows_with }
+        Design { x, weight, total, lexical, rows_with }
     }
 }
 
 /// Training targets per segment and category, and each category's class weights (positives
-/// and negatives balanced, normalised to mean 1).
+/// and negatives balanced by their summed segment weights, normalised to mean 1).
 struct Targets {
     y: Array2<f32>,
     n_pos: Vec<usize>,
@@ -127,8 +138,8 @@ struct Targets {
 }
 
 impl Targets {
-    fn new(docs: &[&Doc], cats: &[StoredCategory], n: usize) -> Self {
-        let ncat = cats.len();
+    fn new(docs: &[&Doc], cats: &[StoredCategory], design: &Design) -> Self {
+        let (n, ncat) = (design.x.nrows(), cats.len());
         let mut y = Array2::<f32>::zeros((n, ncat));
         let mut r = 0;
         for d in docs {
@@ -142,11 +153,16 @@ impl Targets {
             r += d.segments.len();
         }
         let n_pos: Vec<usize> = y.columns().into_iter().map(|c| c.iter().filter(|&&v| v > 0.5).count()).collect();
-        let class_weight: Vec<(f32, f32)> = n_pos
+        let pos_weight: Vec<f32> = y
+            .columns()
+            .into_iter()
+            .map(|c| c.iter().zip(&design.weight).filter(|(&v, _)| v > 0.5).map(|(_, w)| w).sum())
+            .collect();
+        let class_weight: Vec<(f32, f32)> = pos_weight
             .iter()
-            .map(|&p| {
-                let (nf, pf) = (n as f32, p as f32);
-                let w_pos = if p > 0 { (nf - pf) / pf } else { 0.0 };
+            .map(|&pf| {
+                let nf = design.total;
+                let w_pos = if pf > 0.0 { (nf - pf) / pf } else { 0.0 };
                 let mean = (pf * w_pos + (nf - pf)) / nf;
                 if mean > 0.0 {
                     (w_pos / mean, 1.0 / mean)
@@ -201,9 +217,8 @@ impl Fit {
     fn step(&mut self, design: &Design, t: &Targets) {
         let grad = self.dense_gradient(design, t);
         self.lexical_gradient(design);
-        let (lex_grad, n) = (&self.lex_grad, design.x.nrows());
+        let (lex_grad, nf) = (&self.lex_grad, design.total);
         let (w, prior, l2, lex) = (&mut self.w, &self.prior, &self.l2, &mut self.lex);
-        let nf = n as f32;
         for ((wj, gj), (pj, &l2j)) in
             w.rows_mut().into_iter().zip(grad.rows()).zip(prior.rows().into_iter().zip(l2.iter()))
         {
@@ -227,13 +242,13 @@ impl Fit {
             .axis_chunks_iter(Axis(0), block)
             .zip(self.resid.axis_chunks_iter_mut(Axis(0), block))
             .zip(y.axis_chunks_iter(Axis(0), block))
-            .zip(design.lexical.chunks(block))
+            .zip(design.lexical.chunks(block).zip(design.weight.chunks(block)))
             .collect();
         blocks
             .into_par_iter()
-            .map(|(((xb, mut zb), yb), lb)| {
+            .map(|(((xb, mut zb), yb), (lb, wb))| {
                 general_mat_mul(1.0, &xb, w, 0.0, &mut zb);
-                for ((mut z, y), (cols, v)) in zb.rows_mut().into_iter().zip(yb.rows()).zip(lb) {
+                for (((mut z, y), (cols, v)), &sw) in zb.rows_mut().into_iter().zip(yb.rows()).zip(lb).zip(wb) {
                     let z = z.as_slice_mut().expect("rows of a standard-layout array are contiguous");
                     for &c in cols {
                         for (zk, l) in z.iter_mut().zip(&lex[c * ncat..(c + 1) * ncat]) {
@@ -241,7 +256,7 @@ impl Fit {
                         }
                     }
                     for ((zk, &yk), &(wp, wn)) in z.iter_mut().zip(y).zip(class_weight.iter()) {
-                        *zk = (sigmoid(*zk) - yk) * if yk > 0.5 { wp } else { wn };
+                        *zk = (sigmoid(*zk) - yk) * sw * if yk > 0.5 { wp } else { wn };
                     }
                 }
                 xb.t().dot(&zb)
@@ -301,7 +316,7 @@ pub fn learn(docs: &[&Doc], cats: &[StoredCategory]) -> Vec<Scorer> {
     let Some(dim) = cats.first().map(|c| c.query.len()) else { return Vec::new() };
     let vocab = Vocabulary::new(docs);
     let design = Design::new(docs, &vocab, dim);
-    let targets = Targets::new(docs, cats, design.x.nrows());
+    let targets = Targets::new(docs, cats, &design);
     let mut fit = Fit::new(cats, dim, vocab.terms.len(), design.x.nrows());
     for _ in 0..STEPS {
         fit.step(&design, &targets);
@@ -341,13 +356,14 @@ mod tests {
                         e[2] = 1.0;
                     }
                     let terms = if i == 5 { vec![7, 1] } else { vec![100 + i as i32, 1] };
-                    Segment { chars: i * 10..i * 10 + 10, embedding: e, terms }
+                    Segment { index: i, chars: i * 10..i * 10 + 10, embedding: e, terms }
                 })
                 .collect();
             let gold = BTreeMap::from([("A".to_string(), vec![vec![3]]), ("B".to_string(), vec![vec![5]])]);
             let positives =
                 BTreeMap::from([("A".to_string(), BTreeSet::from([3])), ("B".to_string(), BTreeSet::from([5]))]);
-            Doc { segments, gold, positives }
+            let present = BTreeSet::from(["A".to_string(), "B".to_string()]);
+            Doc { segments, gold, positives, present, weights: Vec::new() }
         };
         let train: Vec<Doc> = (0..6).map(doc).collect();
         let scorers = learn(&train.iter().collect::<Vec<_>>(), &cats);

@@ -7,10 +7,13 @@
 //! - [`learn`]: learning every category's scorer from labelled documents;
 //! - [`eval`]: recall@1/@5 and presence precision/recall, as a table;
 //! - [`stored`]: categories and scorers in Postgres, labelled documents read back;
+//! - [`artifact`]: learned scorers as a versioned file, the shipped one built in;
+//! - [`train`]: the segments a training document embeds (positives, neighbours, a sample);
 //! - [`backfill`]: what segments stored by an older docpipe lack.
 //!
 //! The embedding model comes in through [`docpipe_batching::Backend`].
 
+pub mod artifact;
 pub mod backfill;
 pub mod eval;
 pub mod gold;
@@ -18,6 +21,7 @@ pub mod learn;
 pub mod scorer;
 pub mod stored;
 pub mod taxonomy;
+pub mod train;
 
 pub use taxonomy::DEFAULT_THRESHOLD;
 

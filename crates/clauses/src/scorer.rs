@@ -11,6 +11,8 @@ use crate::gold::Doc;
 
 /// A segment as the scorer sees it.
 pub struct Segment {
+    /// Position in the document (`segment_index`): what the position features read.
+    pub index: usize,
     pub chars: Range<usize>,
     /// The standalone embedding where stored, else the contextual one (as `segment_scores`).
     pub embedding: Vec<f32>,
@@ -57,11 +59,11 @@ impl Scorer {
         terms.iter().filter_map(|t| self.terms.get(t)).sum::<f32>() / (terms.len() as f32).sqrt()
     }
 
-    pub(crate) fn score(&self, seg: &Segment, i: usize) -> f32 {
+    pub fn score(&self, seg: &Segment) -> f32 {
         match self.bias {
             None => dot(&seg.embedding, &self.weights),
             Some(b) => {
-                let p = position(i);
+                let p = position(seg.index);
                 let z = dot(&seg.embedding, &self.weights)
                     + self.position[0] * p[0]
                     + self.position[1] * p[1]
@@ -79,8 +81,8 @@ pub(crate) fn sigmoid(z: f32) -> f32 {
 }
 
 /// Segment indices of a document, best first, and the best score.
-pub(crate) fn ranking(doc: &Doc, s: &Scorer) -> (Vec<usize>, f32) {
-    let scores: Vec<f32> = doc.segments.iter().enumerate().map(|(i, seg)| s.score(seg, i)).collect();
+pub fn ranking(doc: &Doc, s: &Scorer) -> (Vec<usize>, f32) {
+    let scores: Vec<f32> = doc.segments.iter().map(|seg| s.score(seg)).collect();
     let mut idx: Vec<usize> = (0..scores.len()).collect();
     idx.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
     let best = idx.first().map(|&i| scores[i]).unwrap_or(f32::NEG_INFINITY);

@@ -13,7 +13,8 @@ use pgvector::Vector;
 use tracing::info;
 use uuid::Uuid;
 
-use crate::gold::{gold_and_positives, Doc, Labels};
+use crate::artifact::Artifact;
+use crate::gold::{gold_and_positives, present_in, Doc, Labels, Present};
 use crate::scorer::{Scorer, Segment};
 use crate::taxonomy::{builtin, Category};
 use crate::{db, ClausesError};
@@ -167,6 +168,112 @@ async fn store_scorer(conn: &mut sqlx::PgConnection, name: &str, s: &Scorer, sou
     Ok(())
 }
 
+/// The `source` of a category scored by a scorer artifact starts with this.
+const ARTIFACT_SOURCE: &str = "scorer ";
+
+/// What [`apply_artifact`] did.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// Categories now scored by the artifact (changed or not).
+    pub covered: usize,
+    /// Categories that changed scorer (documents were relabelled when any did).
+    pub changed: usize,
+    /// Categories the artifact does not cover: zero-shot.
+    pub zero_shot: Vec<String>,
+    /// Categories learned with `docpipe labels --learn`, left as they are.
+    pub learned_here: Vec<String>,
+    /// Why the artifact was not applied at all, if it was not.
+    pub refused: Option<String>,
+}
+
+/// Score the categories by a scorer artifact (`None`: by none), then relabel every document if
+/// that changed anything. Categories learned here (`docpipe labels --learn`) keep their own
+/// scorers; categories the artifact does not cover, or all of them when its embedding model is
+/// not the one the categories were embedded with, are zero-shot at `zero_shot_threshold`.
+pub async fn apply_artifact(
+    pool: &PgPool,
+    artifact: Option<(&Artifact, &str)>,
+    zero_shot_threshold: f32,
+) -> Result<Applied> {
+    let mut tx = pool.begin().await.map_err(db("applying the clause scorer"))?;
+    let applied = apply_artifact_in(&mut tx, artifact, zero_shot_threshold).await?;
+    tx.commit().await.map_err(db("applying the clause scorer"))?;
+    if applied.changed > 0 {
+        relabel_all(pool).await?;
+    }
+    Ok(applied)
+}
+
+/// [`apply_artifact`] without the relabelling, in the caller's transaction.
+async fn apply_artifact_in(
+    tx: &mut sqlx::PgConnection,
+    artifact: Option<(&Artifact, &str)>,
+    zero_shot_threshold: f32,
+) -> Result<Applied> {
+    let rows: Vec<(String, String, String)> =
+        sqlx::query_as("SELECT name, source, model FROM clause_categories ORDER BY name FOR UPDATE")
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db("reading clause_categories"))?;
+    let mut applied = Applied::default();
+    let mut artifact = artifact;
+    if let (Some((a, _)), Some((_, _, model))) = (artifact, rows.first()) {
+        let embedded_with = model.split('/').next().unwrap_or(model);
+        if a.model != embedded_with {
+            applied.refused = Some(format!(
+                "clause scorer {} was trained on {} embeddings; the categories are embedded with {embedded_with}",
+                a.name, a.model
+            ));
+            artifact = None;
+        }
+    }
+    let tag = artifact.map(|(a, sha)| format!("{ARTIFACT_SOURCE}{} sha256:{}", a.name, &sha[..sha.len().min(12)]));
+    let scorers = artifact.map(|(a, _)| a.scorers()).unwrap_or_default();
+    for (name, source, _) in &rows {
+        if source.starts_with("learned") {
+            applied.learned_here.push(name.clone());
+            continue;
+        }
+        match (scorers.get(name), &tag) {
+            (Some(s), Some(tag)) => {
+                applied.covered += 1;
+                if source != tag {
+                    store_scorer(&mut *tx, name, s, tag).await?;
+                    applied.changed += 1;
+                }
+            }
+            _ => {
+                applied.zero_shot.push(name.clone());
+                if source.starts_with(ARTIFACT_SOURCE) {
+                    reset_to_zero_shot(&mut *tx, name, zero_shot_threshold).await?;
+                    applied.changed += 1;
+                }
+            }
+        }
+    }
+    Ok(applied)
+}
+
+/// Score a category by its query again.
+async fn reset_to_zero_shot(conn: &mut sqlx::PgConnection, name: &str, threshold: f32) -> Result<()> {
+    sqlx::query(
+        "UPDATE clause_categories SET embedding = query_embedding, scale = 1, position_weights = '{0,0}',
+                bias = NULL, threshold = $2, source = 'query', updated_at = now()
+         WHERE name = $1",
+    )
+    .bind(name)
+    .bind(threshold)
+    .execute(&mut *conn)
+    .await
+    .map_err(db(format!("resetting {name} to zero-shot")))?;
+    sqlx::query("DELETE FROM clause_term_weights WHERE category = $1")
+        .bind(name)
+        .execute(&mut *conn)
+        .await
+        .map_err(db(format!("removing the term weights of {name}")))?;
+    Ok(())
+}
+
 /// Recompute one document's labels, in a transaction of its own.
 pub async fn relabel(pool: &PgPool, id: Uuid) -> Result<()> {
     let what = || format!("labelling document {id}");
@@ -213,8 +320,24 @@ pub async fn summary(pool: &PgPool) -> Result<Vec<CategorySummary>> {
     .map_err(db("summarising clause categories"))
 }
 
+/// Which segment embedding a loaded document's scorers read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Embeddings {
+    /// What labelling reads: the standalone embedding where stored, else the contextual one.
+    #[default]
+    Labelled,
+    /// The contextual (late-chunking) embedding only, as if no standalone pass had run.
+    Contextual,
+}
+
 /// Load the labelled documents of `bucket` (matched by file name) with their segments.
-pub async fn load_docs(pool: &PgPool, bucket: &str, labels: &Labels) -> Result<(Vec<Doc>, usize)> {
+pub async fn load_docs(
+    pool: &PgPool,
+    bucket: &str,
+    labels: &Labels,
+    present: &Present,
+    embeddings: Embeddings,
+) -> Result<(Vec<Doc>, usize)> {
     let files: BTreeSet<&String> = labels.keys().map(|(f, _)| f).collect();
     let rows: Vec<(Uuid, String, String, Option<String>)> =
         sqlx::query_as("SELECT id, key, status, text FROM documents WHERE bucket = $1 ORDER BY key")
@@ -222,6 +345,16 @@ pub async fn load_docs(pool: &PgPool, bucket: &str, labels: &Labels) -> Result<(
             .fetch_all(pool)
             .await
             .map_err(db(format!("listing the documents of bucket {bucket}")))?;
+    let query = match embeddings {
+        Embeddings::Labelled => {
+            "SELECT segment_index, char_start, char_end, coalesce(standalone, embedding), terms FROM segments
+             WHERE document_id = $1 AND embedding IS NOT NULL ORDER BY segment_index"
+        }
+        Embeddings::Contextual => {
+            "SELECT segment_index, char_start, char_end, embedding, terms FROM segments
+             WHERE document_id = $1 AND embedding IS NOT NULL ORDER BY segment_index"
+        }
+    };
     let mut docs = Vec::new();
     let mut unlocated = 0;
     for (id, key, status, text) in rows {
@@ -233,17 +366,15 @@ pub async fn load_docs(pool: &PgPool, bucket: &str, labels: &Labels) -> Result<(
             eprintln!("eval: {key} is {status}; left out");
             continue;
         };
-        let segs: Vec<(i32, i32, Vector, Option<Vec<i32>>)> = sqlx::query_as(
-            "SELECT char_start, char_end, coalesce(standalone, embedding), terms FROM segments
-             WHERE document_id = $1 AND embedding IS NOT NULL ORDER BY segment_index",
-        )
-        .bind(id)
-        .fetch_all(pool)
-        .await
-        .map_err(db(format!("reading the segments of document {id}")))?;
+        let segs: Vec<(i32, i32, i32, Vector, Option<Vec<i32>>)> = sqlx::query_as(query)
+            .bind(id)
+            .fetch_all(pool)
+            .await
+            .map_err(db(format!("reading the segments of document {id}")))?;
         let segments: Vec<Segment> = segs
             .into_iter()
-            .map(|(s, e, v, terms)| Segment {
+            .map(|(i, s, e, v, terms)| Segment {
+                index: usize::try_from(i).unwrap_or(0),
                 chars: usize::try_from(s).unwrap_or(0)..usize::try_from(e).unwrap_or(0),
                 embedding: v.to_vec(),
                 terms: terms.unwrap_or_default(),
@@ -252,7 +383,7 @@ pub async fn load_docs(pool: &PgPool, bucket: &str, labels: &Labels) -> Result<(
         let clauses = labels.range((file.clone(), String::new())..).take_while(|((f, _), _)| f == &file);
         let (gold, positives, missing) = gold_and_positives(&text, &segments, clauses.map(|((_, c), v)| (c, v)));
         unlocated += missing;
-        docs.push(Doc { segments, gold, positives });
+        docs.push(Doc { segments, gold, positives, present: present_in(present, &file), weights: Vec::new() });
     }
     Ok((docs, unlocated))
 }
@@ -317,7 +448,7 @@ mod sql_tests {
         let mut segments = Vec::new();
         for (i, text) in texts.iter().enumerate() {
             let terms = if i == 3 { Vec::new() } else { docpipe_chunker::segment::terms(text) };
-            let seg = Segment { chars: 0..text.len(), embedding: unit(noise(i as u64 + 1, 768)), terms };
+            let seg = Segment { index: i, chars: 0..text.len(), embedding: unit(noise(i as u64 + 1, 768)), terms };
             sqlx::query(
                 "INSERT INTO segments (document_id, segment_index, char_start, char_end, token_start, token_end,
                                        page_start, page_end, embedding, terms)
@@ -362,9 +493,108 @@ mod sql_tests {
         let lexical: Vec<f32> = segments.iter().map(|s| scorer.lexical(&s.terms)).collect();
         assert!(lexical[0] != 0.0 && lexical[1] != 0.0 && lexical[2] == 0.0 && lexical[3] == 0.0, "{lexical:?}");
         for (i, score) in sql {
-            let rust = scorer.score(&segments[i as usize], i as usize) as f64;
+            let rust = scorer.score(&segments[i as usize]) as f64;
             assert!((score - rust).abs() < 1e-4, "segment {i}: SQL {score} vs eval {rust}");
         }
+        tx.rollback().await.unwrap();
+    }
+
+    /// A scorer artifact applied to the categories (in a transaction that is rolled back): the
+    /// categories it covers take its scorer, named with its sha256; the others are zero-shot and
+    /// listed; an artifact for another embedding model is refused; `none` resets to zero-shot.
+    #[tokio::test]
+    async fn artifact_scores_what_it_covers_and_the_rest_falls_back_to_zero_shot() {
+        use crate::artifact::{Artifact, Category, Training, FORMAT, VERSION};
+        let url = std::env::var("DOCPIPE_DATABASE_URL")
+            .expect("DOCPIPE_DATABASE_URL is not set: run the tests with `make test`");
+        let pool = docpipe_store::connect(&url, 2, std::time::Duration::from_secs(30)).await.expect("connect");
+        docpipe_store::migrate(&pool).await.expect("migrate");
+        let mut tx = pool.begin().await.expect("begin");
+        let (covered, other) = (format!("covered {}", Uuid::now_v7()), format!("other {}", Uuid::now_v7()));
+        for name in [&covered, &other] {
+            sqlx::query(
+                "INSERT INTO clause_categories (name, description, model, query_embedding, embedding, threshold, source)
+                 VALUES ($1, 'test', 'test-model/fp32', $2, $2, 0.4, 'query')",
+            )
+            .bind(name)
+            .bind(Vector::from(unit(noise(5, 768))))
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        }
+        // only the test categories, whatever else the database holds
+        sqlx::query("DELETE FROM clause_categories WHERE name <> $1 AND name <> $2")
+            .bind(&covered)
+            .bind(&other)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        let training = Training {
+            labels: String::new(),
+            labels_sha256: String::new(),
+            pdfs_sha256: String::new(),
+            documents: 0,
+            segments: 0,
+            segments_embedded: 0,
+            tokens_embedded: 0,
+            plan: crate::train::Plan { max_tokens: 1, per_category: 1, negatives: 1 },
+            seed: 0,
+            trained_at: String::new(),
+            docpipe: String::new(),
+        };
+        let mut artifact = Artifact {
+            format: FORMAT.into(),
+            version: VERSION,
+            name: "test-scorer".into(),
+            model: "test-model".into(),
+            embeddings: "standalone".into(),
+            dim: 768,
+            training,
+            categories: vec![Category {
+                name: covered.clone(),
+                weights: noise(3, 768),
+                position: [0.5, -0.5],
+                bias: -1.5,
+                threshold: 0.6,
+                terms: vec![(11, 0.25)],
+                documents: 1,
+                positives: 1,
+            }],
+        };
+        let sha = "0123456789abcdef0123";
+        async fn source(tx: &mut sqlx::PgConnection, name: String) -> (String, Option<f32>, f32) {
+            sqlx::query_as("SELECT source, bias, threshold FROM clause_categories WHERE name = $1")
+                .bind(name)
+                .fetch_one(&mut *tx)
+                .await
+                .unwrap()
+        }
+        let applied = super::apply_artifact_in(&mut tx, Some((&artifact, sha)), 0.4).await.unwrap();
+        assert_eq!((applied.covered, applied.changed, applied.zero_shot.clone()), (1, 1, vec![other.clone()]));
+        assert_eq!(
+            source(&mut tx, covered.clone()).await,
+            ("scorer test-scorer sha256:0123456789ab".into(), Some(-1.5), 0.6)
+        );
+        assert_eq!(source(&mut tx, other.clone()).await, ("query".into(), None, 0.4));
+        let terms: i64 = sqlx::query_scalar("SELECT count(*) FROM clause_term_weights WHERE category = $1")
+            .bind(&covered)
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+        assert_eq!(terms, 1);
+        // applied again: nothing changes
+        assert_eq!(super::apply_artifact_in(&mut tx, Some((&artifact, sha)), 0.4).await.unwrap().changed, 0);
+        // another embedding model: refused, and what it scored is zero-shot again
+        artifact.model = "another-model".into();
+        let applied = super::apply_artifact_in(&mut tx, Some((&artifact, sha)), 0.4).await.unwrap();
+        assert!(applied.refused.as_deref().is_some_and(|r| r.contains("another-model")), "{:?}", applied.refused);
+        assert_eq!(source(&mut tx, covered.clone()).await, ("query".into(), None, 0.4));
+        // none: zero-shot everywhere
+        artifact.model = "test-model".into();
+        super::apply_artifact_in(&mut tx, Some((&artifact, sha)), 0.4).await.unwrap();
+        let applied = super::apply_artifact_in(&mut tx, None, 0.4).await.unwrap();
+        assert_eq!(applied.changed, 1);
+        assert_eq!(source(&mut tx, covered.clone()).await.0, "query");
         tx.rollback().await.unwrap();
     }
 }

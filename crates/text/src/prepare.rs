@@ -8,8 +8,8 @@
 
 use docpipe_chunker::segment::{self, SegmentConfig};
 use docpipe_chunker::{Chunk, ChunkConfig};
-use docpipe_contract::layout::InputLayout;
-use docpipe_contract::messages::SegmentRef;
+use docpipe_contract::layout::{standalone_input, InputLayout};
+use docpipe_contract::messages::{ChunkMeta, ChunkTask, SegmentRef, SCHEMA_VERSION};
 use std::ops::Range;
 use tokenizers::Tokenizer;
 
@@ -79,6 +79,41 @@ pub struct PreparedChunk {
     pub segments: Vec<SegmentRef>,
 }
 
+/// Which document a chunk message belongs to.
+#[derive(Debug, Clone, Copy)]
+pub struct TaskIds {
+    pub run_id: uuid::Uuid,
+    pub document_id: uuid::Uuid,
+    pub generation: i32,
+    /// Chunks in the document.
+    pub count: u32,
+    pub published_ms: u64,
+}
+
+impl PreparedChunk {
+    /// The chunk as the message ingest publishes.
+    pub fn into_task(self, ids: TaskIds) -> ChunkTask {
+        let span = |r: &Range<usize>| [r.start as u32, r.end as u32];
+        ChunkTask {
+            schema: SCHEMA_VERSION,
+            meta: ChunkMeta {
+                run_id: ids.run_id,
+                document_id: ids.document_id,
+                generation: ids.generation,
+                index: self.chunk.index as u32,
+                count: ids.count,
+                tokens: span(&self.chunk.tokens),
+                owned_tokens: span(&self.chunk.owned),
+                chars: span(&self.chunk.chars),
+                owned_chars: span(&self.chunk.owned_chars),
+            },
+            input_ids: self.input_ids,
+            segments: self.segments,
+            published_ms: ids.published_ms,
+        }
+    }
+}
+
 /// A clause segment of the document (see `docpipe_chunker::segment`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Segment {
@@ -94,6 +129,30 @@ pub struct Prepared {
     pub n_tokens: usize,
     pub chunks: Vec<PreparedChunk>,
     pub segments: Vec<Segment>,
+}
+
+impl Prepared {
+    /// Each segment's standalone model input, exactly as the worker builds it from the chunk
+    /// that owns the segment ([`standalone_input`]); `None` where no chunk yields one.
+    pub fn standalone_inputs(&self) -> Vec<Option<Vec<u32>>> {
+        let mut out = vec![None; self.segments.len()];
+        let ids = TaskIds {
+            run_id: uuid::Uuid::nil(),
+            document_id: uuid::Uuid::nil(),
+            generation: 0,
+            count: self.chunks.len() as u32,
+            published_ms: 0,
+        };
+        for c in &self.chunks {
+            let task = c.clone().into_task(ids);
+            for seg in &task.segments {
+                let Some(slot) = out.get_mut(seg.index as usize).filter(|s| s.is_none()) else { continue };
+                let pooled = [seg.tokens[0].max(task.meta.tokens[0]), seg.tokens[1].min(task.meta.tokens[1])];
+                *slot = standalone_input(&task, seg.tokens, pooled);
+            }
+        }
+        out
+    }
 }
 
 /// Tokenizer plus the model's input layout.
