@@ -154,8 +154,7 @@ pub async fn ensure_labels(
         };
         info!(categories = n, "clause categories embedded");
     }
-    let artifact =
-        a.clause_scorer.load().with_context(|| format!("loading the clause scorer ({:?})", a.clause_scorer))?;
+    let artifact = a.clause_scorer.load().with_context(|| format!("loading the clause scorer {}", a.clause_scorer))?;
     let applied =
         stored::apply_artifact(pool, artifact.as_ref().map(|(x, sha)| (x, sha.as_str())), a.label_threshold).await?;
     if let Some(why) = &applied.refused {

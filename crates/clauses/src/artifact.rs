@@ -109,10 +109,8 @@ impl Artifact {
 
     /// Read an artifact file.
     pub fn load(path: &Path) -> Result<(Self, String), ClausesError> {
-        let bytes = std::fs::read(path).map_err(|e| ClausesError::Load {
-            what: format!("reading clause scorer {}", path.display()),
-            source: Box::new(e),
-        })?;
+        let bytes = std::fs::read(path)
+            .map_err(|e| ClausesError::Input(format!("reading clause scorer {}: {e}", path.display())))?;
         Ok((Self::from_json(&bytes, &path.display().to_string())?, sha256_hex(&bytes)))
     }
 
@@ -185,6 +183,16 @@ impl std::str::FromStr for Source {
             "builtin" | "" => Ok(Source::Builtin),
             "none" | "zero-shot" => Ok(Source::None),
             path => Ok(Source::File(path.into())),
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Builtin => f.write_str("builtin"),
+            Source::File(p) => write!(f, "{}", p.display()),
+            Source::None => f.write_str("none"),
         }
     }
 }
