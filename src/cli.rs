@@ -311,10 +311,10 @@ pub enum Cmd {
         #[command(flatten)]
         worker: WorkerArgs,
     },
-    /// Train the clause scorer from labelled PDFs (`make train-clauses`): embeds each training
-    /// document's positives, their neighbours and a sample of the rest on their own, caches
-    /// them (an interrupted run resumes), learns every category, and writes a scorer file with
-    /// its sha256 and a fixture of recorded scores.
+    /// Train the clause scorer from labelled PDFs (`make train-clauses`): embeds on their own,
+    /// within a token budget per document, each training document's positives and a weighted
+    /// random sample of its other segments, caches them (an interrupted run resumes), learns
+    /// every category, and writes a scorer file with its sha256 and a fixture of recorded scores.
     TrainClauses {
         /// Labels file in `cuad_labels.tsv` format.
         #[arg(long)]

@@ -2,9 +2,10 @@
 //! (`make train-clauses`).
 //!
 //! Per training PDF, in a fixed order: extract and segment it as ingest does, locate its gold
-//! clauses, choose the segments to embed ([`docpipe_clauses::train::choose`]: positives,
-//! their neighbours, a seeded sample of the rest), embed those on their own exactly as the
-//! worker's standalone pass does, and cache the result under the PDF's sha256. A document in
+//! clauses, choose the segments to embed ([`docpipe_clauses::train::choose`]: positives, and a
+//! seeded, weighted sample of the rest, within a token budget), embed those on their own
+//! exactly as the worker's standalone pass does (several documents per length-sorted pass),
+//! and cache the result under the PDF's sha256. A document in
 //! the cache is not extracted or embedded again, so an interrupted run resumes where it
 //! stopped and a learning curve on nested subsets (`--docs`) costs no model time. Then every
 //! category is learned at once, and the scorer file is written with its sha256 and a fixture
@@ -162,11 +163,8 @@ impl Trainer<'_> {
     /// Embed the chosen segments of a group of documents in one pass and cache each document:
     /// its embeddings first, the document last, so a document is cached only when whole.
     fn embed_and_cache(&mut self, c: &Common, w: &WorkerArgs, group: &[Sampled], dir: &Path) -> Result<()> {
-        let budget = {
-            self.model(c, w)?;
-            self.budget
-        };
-        let model = self.model(c, w)?;
+        self.model(c, w)?;
+        let (model, budget) = (self.model.as_ref().context("the model is loaded")?, self.budget);
         let seqs: Vec<&[u32]> = group.iter().flat_map(|s| s.chosen.iter().map(|x| x.input_ids.as_slice())).collect();
         let mut embedded = embed_by_length(model, &seqs, budget).into_iter();
         for s in group {

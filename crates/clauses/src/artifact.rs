@@ -36,8 +36,8 @@ pub struct Training {
     /// sha256 over the sorted `sha256  file` lines of the training PDFs.
     pub pdfs_sha256: String,
     pub documents: usize,
-    /// Segments in those documents, and those embedded (positives, their neighbours, sampled
-    /// negatives).
+    /// Segments in those documents, and those embedded (positives and a weighted sample of the
+    /// rest).
     pub segments: usize,
     pub segments_embedded: usize,
     pub tokens_embedded: usize,

@@ -8,7 +8,7 @@
 //! - [`eval`]: recall@1/@5 and presence precision/recall, as a table;
 //! - [`stored`]: categories and scorers in Postgres, labelled documents read back;
 //! - [`artifact`]: learned scorers as a versioned file, the shipped one built in;
-//! - [`train`]: the segments a training document embeds (positives, neighbours, a sample);
+//! - [`train`]: the segments a training document embeds (positives, a weighted sample);
 //! - [`backfill`]: what segments stored by an older docpipe lack.
 //!
 //! The embedding model comes in through [`docpipe_batching::Backend`].
