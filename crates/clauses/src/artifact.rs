@@ -145,11 +145,7 @@ impl Artifact {
 
 /// Lower-case hex sha256.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex_lower(&Sha256::digest(bytes))
-}
-
-fn hex_lower(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// The scorer shipped with this docpipe and its sha256 (checked against the recorded one).
