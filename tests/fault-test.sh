@@ -38,7 +38,7 @@ scenario() {  # name inject-function [pdf-dir [timeout-s]]
   local prefix=fault-$tag bucket=fault-$tag log=$work/$name.log
   if ! "$BIN" put --bucket "$bucket" "$dir"/*.pdf >/dev/null 2>>"$log"; then
     printf '%-18s upload failed, see %s\n' "$name" "$log"
-    FAILED=1
+    fail "$name" "upload failed" "$log"
     return
   fi
   AGG=$(start_role aggregate "$prefix" "$log" "$AGG_PORT")
@@ -47,7 +47,7 @@ scenario() {  # name inject-function [pdf-dir [timeout-s]]
   run_id=$(DOCPIPE_QUEUE_PREFIX=$prefix DOCPIPE_METRICS_ADDR=off "$BIN" ingest --bucket "$bucket" 2>>"$log" | sed -n 's/.*"run_id": "\(.*\)".*/\1/p')
   if [ -z "$run_id" ]; then
     printf '%-18s ingest failed, see %s\n' "$name" "$log"
-    FAILED=1
+    fail "$name" "ingest failed" "$log"
     kill -TERM "$AGG" "$WORKER" 2>/dev/null; wait "$AGG" "$WORKER" 2>/dev/null
     return
   fi
@@ -73,10 +73,25 @@ scenario() {  # name inject-function [pdf-dir [timeout-s]]
   noreason=$(sql "SELECT count(*) FROM documents WHERE run_id = '$run_id' AND status = 'failed' AND coalesce(error, '') = ''")
   printf '%-18s %5s %5s %10s %8s %8s %6s\n' "$name" "$docs" "$lost" "$dup" "$noreason" "$crashed" "$secs"
   TOTAL_LOST=$((TOTAL_LOST + lost)); TOTAL_DUP=$((TOTAL_DUP + dup))
-  [ "$lost" = 0 ] && [ "$dup" = 0 ] && [ "$noreason" = 0 ] && [ "$crashed" = 0 ] && [ "$pending" = 0 ] || FAILED=1
+  [ "$lost" = 0 ] || fail "$name" "$lost chunks or documents lost" "$log"
+  [ "$dup" = 0 ] || fail "$name" "$dup chunks duplicated" "$log"
+  [ "$noreason" = 0 ] || fail "$name" "$noreason failed documents without a reason" "$log"
+  [ "$crashed" = 0 ] || fail "$name" "$crashed of aggregator and worker exited before the end" "$log"
+  [ "$pending" = 0 ] || fail "$name" "$pending documents unfinished after ${timeout}s" "$log"
   LAST_RUN=$run_id
   for q in chunks chunks.dead results results.dead poison; do rabbitmqctl -q delete_queue "$prefix.$q" >/dev/null 2>&1; done
   rabbitmqctl -q delete_exchange "$prefix.dead" >/dev/null 2>&1
+}
+
+# fail SCENARIO WHY LOG: remember why the suite fails, with the end of that scenario's log
+REASONS=()
+fail() {
+  FAILED=1
+  REASONS+=("$1: $2")
+  if [ -f "$3" ]; then
+    cp "$3" "${FAULT_LOG_DIR:-/tmp}/docpipe-fault-$1.log" 2>/dev/null || true
+    REASONS+=("$(tail -n 8 "$3" | cut -c1-240 | sed 's/^/    /')")
+  fi
 }
 
 none() { :; }
@@ -98,7 +113,7 @@ restart_rabbitmq() {
   echo "restart-rabbitmq: worker /readyz $down while the broker was down, $up after" >>"$2"
   if [ "$down" != 503 ] || [ "$up" != 200 ]; then
     echo "restart-rabbitmq: worker /readyz answered $down during the outage and $up after (want 503, then 200)"
-    FAILED=1
+    fail restart-rabbitmq "worker /readyz answered $down during the outage and $up after (want 503, then 200)" "$2"
   fi
 }
 poison_message() {
@@ -144,7 +159,12 @@ if [ -n "${ROBUSTNESS_RUN:-}" ]; then
       why=$(awk -F'\t' -v f="$key" '$1 == f { print $13 }' "$ROBUSTNESS/MANIFEST.tsv" | cut -c1-45)
       printf '  %-42s %-45s %-6s %s\n' "$key" "$why" "$status" "$error"
     done
-  # the summary line stays last
-  echo "lost $TOTAL_LOST duplicated $TOTAL_DUP"
 fi
+if [ "$FAILED" != 0 ]; then
+  echo
+  echo "FAILED (logs kept in ${FAULT_LOG_DIR:-/tmp}/docpipe-fault-*.log):"
+  printf '  %s\n' "${REASONS[@]}"
+fi
+# the summary line stays last
+echo "lost $TOTAL_LOST duplicated $TOTAL_DUP"
 exit $FAILED
