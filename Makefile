@@ -12,9 +12,9 @@ export DOCPIPE_MODEL ?= $(DOCPIPE_HOME)/embeddinggemma-300m
 SERVICES_ENV := $(DOCPIPE_HOME)/run/env.sh
 CARGO ?= cargo
 
-.PHONY: demo test bench bench-ocr eval eval-ocr train-clauses learning-curve fault-test provision libtorch model ocr services services-down build
+.PHONY: decoder decoder-small demo test bench bench-ocr eval eval-ocr train-clauses learning-curve fault-test provision libtorch model ocr services services-down build
 
-provision: libtorch model ocr services
+provision: libtorch model ocr decoder-small services
 
 libtorch:
 	@scripts/provision.sh libtorch
@@ -24,6 +24,13 @@ model:
 
 ocr:
 	@scripts/provision.sh ocr
+
+# the generative models (GGUF): the default for `docpipe generate`, and the small one for tests
+decoder:
+	@scripts/provision.sh decoder
+
+decoder-small:
+	@scripts/provision.sh decoder-small
 
 services:
 	@scripts/services.sh up >/dev/null
@@ -42,7 +49,7 @@ test: provision
 fault-test: provision build
 	source $(SERVICES_ENV) && tests/fault-test.sh
 
-demo: provision build
+demo: provision decoder build
 	source $(SERVICES_ENV) && scripts/demo.sh
 
 # Clause-label evaluation: the whole pipeline on labelled PDFs, then recall@1/@5 and presence

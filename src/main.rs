@@ -10,6 +10,7 @@
 //! docpipe eval --labels F --bucket B       recall of labelled clauses (`make eval`)
 //! docpipe status [--run R]                 documents by status, failures
 //! docpipe report [--run R]                 one HTML page: throughput, latency, batches, failures
+//! docpipe generate --prompt P             text from the decoder model (GGUF), streamed
 //! docpipe migrate                          apply the database migrations
 //! docpipe config                           the effective configuration, secrets redacted
 //! ```
@@ -76,6 +77,7 @@ fn runs_model(cmd: &Cmd) -> bool {
             | Cmd::Eval { .. }
             | Cmd::Search { .. }
             | Cmd::TrainClauses { .. }
+            | Cmd::Generate { .. }
     )
 }
 
@@ -158,6 +160,18 @@ async fn dispatch(cli: Cli) -> Result<()> {
             };
             let opts = cmd::train_clauses::Options { labels, pdfs, out, name, cache, docs, plan, seed };
             cmd::train_clauses::run(c, &worker, &ocr, &opts).await
+        }
+        Cmd::Generate { prompt, prompt_file, system, raw, sampling, max_new_tokens, json_schema, decoder } => {
+            let opts = cmd::generate::Options {
+                prompts: prompt,
+                prompt_file,
+                system,
+                raw,
+                sampling,
+                max_new_tokens,
+                json_schema,
+            };
+            tokio::task::block_in_place(|| cmd::generate::run(&decoder, &opts))
         }
         Cmd::EvalOcr { pdfs, docs, pages_per_doc, ocr } => cmd::eval_ocr::run(&pdfs, docs, pages_per_doc, &ocr).await,
         Cmd::Status { run, watch, interval_s } => cmd::status::run(c, run, watch, interval_s).await,

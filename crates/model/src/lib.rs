@@ -6,15 +6,28 @@
 //! worker, labels, search and eval use; [`flash`], [`gemm_attention`], [`cpu_norm`] and
 //! [`cpu_geglu`] are the kernels it runs on CUDA and on the CPU; [`device`] picks CPU or CUDA
 //! and the precision; [`calibrate`] derives a batch budget from the memory available.
+//!
+//! The generative side: [`gguf`] reads llama.cpp's model files (metadata, tensors, the
+//! quantized block formats); [`chat`] builds the tokenizer and renders the chat template they
+//! carry; [`qwen2`] is the decoder; [`kv_cache`] the paged KV cache with prefix sharing;
+//! [`sampling`] picks tokens, [`constrain`] keeps them to a JSON schema; [`engine`] schedules
+//! requests with continuous batching.
 
 pub mod calibrate;
+pub mod chat;
+pub mod constrain;
 pub mod cpu_geglu;
 pub mod cpu_norm;
 pub mod device;
 pub mod embedder;
+pub mod engine;
 pub mod flash;
 pub mod gemm_attention;
 pub mod gemma3;
+pub mod gguf;
+pub mod kv_cache;
+pub mod qwen2;
+pub mod sampling;
 #[cfg(cpu_kernels)]
 mod shim;
 

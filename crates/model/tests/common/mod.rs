@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 /// The model directory: `DOCPIPE_MODEL`, else `$DOCPIPE_HOME` or `~/.cache/docpipe`.
+#[allow(dead_code)]
 pub fn model_dir() -> PathBuf {
     let dir = std::env::var_os("DOCPIPE_MODEL").map(PathBuf::from).unwrap_or_else(|| {
         let home = std::env::var_os("DOCPIPE_HOME")
@@ -16,4 +17,18 @@ pub fn model_dir() -> PathBuf {
         dir.display()
     );
     dir
+}
+
+/// The small decoder model for tests: `DOCPIPE_DECODER_SMALL`, else
+/// `$DOCPIPE_HOME/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf`.
+#[allow(dead_code)]
+pub fn small_decoder() -> PathBuf {
+    let path = std::env::var_os("DOCPIPE_DECODER_SMALL").map(PathBuf::from).unwrap_or_else(|| {
+        let home = std::env::var_os("DOCPIPE_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/docpipe"));
+        home.join("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+    });
+    assert!(path.exists(), "decoder model not found at {} — run `make decoder-small`", path.display());
+    path
 }

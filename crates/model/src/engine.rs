@@ -1,0 +1,401 @@
+//! The decode engine: continuous batching of generation requests over the paged KV cache.
+//!
+//! Every [`Engine::step`] is one forward pass over a batch the scheduler builds afresh:
+//! 1. running sequences first, each with its next token (decoding) or its next prompt chunk;
+//!    when the cache has no block for one, the most recently admitted running sequence is
+//!    preempted: its blocks are freed and it goes back to the head of the queue, to be
+//!    recomputed from its tokens so far (nothing it generated is lost);
+//! 2. then waiting sequences, while the step's token budget and the cache allow: each takes
+//!    the cached blocks of its longest already-computed prefix (a document's context shared by
+//!    every question asked of it is prefilled once) and prefills the rest in chunks.
+//!
+//! After the pass, each sequence whose prompt is complete samples a token; a sequence ends on
+//! a stop token or at its `max_new_tokens`, and leaves the batch at once, freeing its blocks.
+//! A request whose prompt and answer cannot fit the whole cache is refused when added.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tch::{Kind, TchError};
+
+use crate::constrain::Constraint;
+use crate::kv_cache::{block_hash, BlockPool, KvCache};
+use crate::qwen2::{Qwen2, SeqInput};
+use crate::sampling::{sample, Rng, Sampling};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("request {id}: {reason}")]
+    Refused { id: u64, reason: String },
+    #[error("torch: {0}")]
+    Torch(#[from] TchError),
+    #[error("request {id}: no token could be sampled (logits not finite, or the JSON constraint allows none)")]
+    Sampling { id: u64 },
+}
+
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub id: u64,
+    pub prompt: Vec<u32>,
+    pub sampling: Sampling,
+    pub max_new_tokens: usize,
+    pub stop: Vec<u32>,
+    /// Keep the output to a JSON schema ([`Constraint`]).
+    pub constraint: Option<Arc<Constraint>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// A stop token (not included in the output).
+    Stop,
+    /// `max_new_tokens` reached.
+    Length,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Token { id: u64, token: u32 },
+    Done { id: u64, finish: Finish, tokens: Vec<u32> },
+}
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Token slots per cache block.
+    pub block_size: usize,
+    /// Blocks in the cache (per layer).
+    pub blocks: usize,
+    /// The most tokens one forward pass takes (decode tokens and prompt chunks together).
+    pub max_batch_tokens: usize,
+    /// The most sequences decoding at once.
+    pub max_running: usize,
+    /// Precision of the cached keys and values.
+    pub kv_kind: Kind,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self { block_size: 16, blocks: 1024, max_batch_tokens: 512, max_running: 64, kv_kind: Kind::BFloat16 }
+    }
+}
+
+/// Counters for `/metrics` and the benchmarks.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub steps: u64,
+    pub prefill_tokens: u64,
+    pub decode_tokens: u64,
+    /// Prompt tokens taken from the prefix cache instead of computed.
+    pub cached_prompt_tokens: u64,
+    pub preemptions: u64,
+    pub forward_time: Duration,
+    pub prefill_time: Duration,
+    pub decode_time: Duration,
+    /// Time to first token of each finished request.
+    pub ttft: Vec<Duration>,
+}
+
+struct Seq {
+    req: Request,
+    /// Prompt and generated tokens.
+    tokens: Vec<u32>,
+    prompt_len: usize,
+    /// Tokens whose keys and values are in the cache.
+    computed: usize,
+    blocks: Vec<u32>,
+    /// Chained hash of each full block already published to the prefix cache.
+    hashes: Vec<u64>,
+    rng: Rng,
+    /// The generated text, for the JSON constraint.
+    text: String,
+    arrived: Instant,
+    first_token: Option<Instant>,
+}
+
+impl Seq {
+    fn generated(&self) -> &[u32] {
+        &self.tokens[self.prompt_len..]
+    }
+}
+
+pub struct Engine {
+    model: Qwen2,
+    cache: KvCache,
+    pool: BlockPool,
+    cfg: EngineConfig,
+    waiting: VecDeque<Seq>,
+    running: Vec<Seq>,
+    pub stats: Stats,
+}
+
+impl Engine {
+    pub fn new(model: Qwen2, cfg: EngineConfig) -> Result<Self, EngineError> {
+        let c = &model.config;
+        let cache = KvCache::new(
+            c.num_layers,
+            cfg.blocks,
+            cfg.block_size,
+            c.num_kv_heads,
+            c.head_dim,
+            cfg.kv_kind,
+            model.device(),
+        )?;
+        Ok(Self {
+            pool: BlockPool::new(cfg.blocks, cfg.block_size),
+            model,
+            cache,
+            cfg,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            stats: Stats::default(),
+        })
+    }
+
+    pub fn model(&self) -> &Qwen2 {
+        &self.model
+    }
+
+    pub fn cache(&self) -> &KvCache {
+        &self.cache
+    }
+
+    pub fn pool(&self) -> &BlockPool {
+        &self.pool
+    }
+
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.running.is_empty() && self.waiting.is_empty()
+    }
+
+    /// Queue a request; refused when it can never fit.
+    pub fn add(&mut self, req: Request) -> Result<(), EngineError> {
+        let refuse = |reason: String| EngineError::Refused { id: req.id, reason };
+        if req.prompt.is_empty() {
+            return Err(refuse("empty prompt".into()));
+        }
+        let need = req.prompt.len() + req.max_new_tokens;
+        let room = self.pool.total() * self.pool.block_size();
+        if need > room {
+            return Err(refuse(format!(
+                "prompt {} + max new tokens {} = {need} tokens, over the KV cache's {room} token slots",
+                req.prompt.len(),
+                req.max_new_tokens
+            )));
+        }
+        if need > self.model.config.context_length {
+            return Err(refuse(format!(
+                "{need} tokens, over the model's context of {}",
+                self.model.config.context_length
+            )));
+        }
+        if let Some(&t) = req.prompt.iter().find(|&&t| t as usize >= self.model.config.vocab_size) {
+            return Err(refuse(format!("token id {t} outside the vocabulary")));
+        }
+        let seed = match req.sampling {
+            Sampling::Random { seed, .. } => seed,
+            Sampling::Greedy => 0,
+        };
+        self.waiting.push_back(Seq {
+            tokens: req.prompt.clone(),
+            prompt_len: req.prompt.len(),
+            computed: 0,
+            blocks: Vec::new(),
+            hashes: Vec::new(),
+            rng: Rng::new(seed),
+            text: String::new(),
+            arrived: Instant::now(),
+            first_token: None,
+            req,
+        });
+        Ok(())
+    }
+
+    /// Make sure `s` has blocks for its first `upto` tokens.
+    fn grow(pool: &mut BlockPool, s: &mut Seq, upto: usize) -> bool {
+        while s.blocks.len() * pool.block_size() < upto {
+            match pool.allocate() {
+                Some(b) => s.blocks.push(b),
+                None => return false,
+            }
+        }
+        true
+    }
+
+    fn free(pool: &mut BlockPool, s: &mut Seq) {
+        for b in s.blocks.drain(..) {
+            pool.release(b);
+        }
+        s.hashes.clear();
+        s.computed = 0;
+    }
+
+    /// Whether a running sequence is still prefilling whole blocks that `tokens` starts with
+    /// and the cache does not hold yet: then the waiting sequence waits for them instead of
+    /// computing the same prefix a second time (questions about one document arrive together).
+    fn prefix_in_flight(&self, tokens: &[u32]) -> bool {
+        let bs = self.pool.block_size();
+        let cached = self.pool.cached_blocks(tokens);
+        self.running.iter().any(|r| {
+            let common = r.tokens.iter().zip(tokens).take_while(|(a, b)| a == b).count() / bs;
+            common > cached && r.computed / bs < common
+        })
+    }
+
+    /// One scheduling decision and forward pass; returns what happened.
+    pub fn step(&mut self) -> Result<Vec<Event>, EngineError> {
+        let mut budget = self.cfg.max_batch_tokens;
+        // (index into running, new tokens) of this pass
+        let mut plan: Vec<(usize, usize)> = Vec::new();
+        let mut i = 0;
+        while i < self.running.len() && budget > 0 {
+            let s = &self.running[i];
+            let n = (s.tokens.len() - s.computed).min(budget);
+            let upto = s.computed + n;
+            if Self::grow(&mut self.pool, &mut self.running[i], upto) {
+                plan.push((i, n));
+                budget -= n;
+                i += 1;
+                continue;
+            }
+            // out of blocks: preempt the newest running sequence (perhaps this one) and retry
+            let mut victim = self.running.pop().expect("running is not empty");
+            Self::free(&mut self.pool, &mut victim);
+            self.stats.preemptions += 1;
+            self.waiting.push_front(victim);
+            plan.retain(|&(j, _)| j < self.running.len());
+        }
+        // admit waiting sequences while there is room
+        let mut next = 0;
+        while budget > 0 && self.running.len() < self.cfg.max_running && next < self.waiting.len() {
+            if self.prefix_in_flight(&self.waiting[next].tokens) {
+                next += 1;
+                continue;
+            }
+            let Some(mut s) = self.waiting.remove(next) else { break };
+            // share cached full blocks of the prompt, leaving at least one token to compute
+            let bs = self.pool.block_size();
+            let shareable = (s.tokens.len() - 1) / bs;
+            let shared = self.pool.take_prefix(&s.tokens, shareable);
+            s.computed = shared.len() * bs;
+            let mut parent = None;
+            for (k, chunk) in s.tokens.chunks_exact(bs).take(shared.len()).enumerate() {
+                let h = block_hash(parent, chunk);
+                s.hashes.push(h);
+                parent = Some(h);
+                debug_assert_eq!(k + 1, s.hashes.len());
+            }
+            s.blocks = shared;
+            self.stats.cached_prompt_tokens += s.computed as u64;
+            let n = (s.tokens.len() - s.computed).min(budget);
+            let upto = s.computed + n;
+            if !Self::grow(&mut self.pool, &mut s, upto) {
+                Self::free(&mut self.pool, &mut s);
+                self.waiting.insert(next, s);
+                break;
+            }
+            budget -= n;
+            self.running.push(s);
+            plan.push((self.running.len() - 1, n));
+        }
+        if plan.is_empty() {
+            return Ok(Vec::new());
+        }
+        let inputs: Vec<SeqInput> = plan
+            .iter()
+            .map(|&(j, n)| {
+                let s = &self.running[j];
+                SeqInput {
+                    tokens: &s.tokens[s.computed..s.computed + n],
+                    start: s.computed,
+                    blocks: &s.blocks,
+                    logits: s.computed + n == s.tokens.len(),
+                }
+            })
+            .collect();
+        let new_tokens: usize = plan.iter().map(|&(_, n)| n).sum();
+        let decoding = plan.iter().all(|&(j, n)| n == 1 && self.running[j].computed >= self.running[j].prompt_len);
+        let t0 = Instant::now();
+        let logits = self.model.forward(&inputs, &mut self.cache)?;
+        let vocab = self.model.config.vocab_size;
+        let flat = Vec::<f32>::try_from(logits.f_contiguous()?.f_view([-1])?)?;
+        let logits: Vec<&[f32]> = flat.chunks_exact(vocab).collect();
+        let dt = t0.elapsed();
+        self.stats.steps += 1;
+        self.stats.forward_time += dt;
+        if decoding {
+            self.stats.decode_tokens += new_tokens as u64;
+            self.stats.decode_time += dt;
+        } else {
+            self.stats.prefill_tokens += new_tokens as u64;
+            self.stats.prefill_time += dt;
+        }
+        let mut events = Vec::new();
+        let mut rows = logits.into_iter();
+        let mut finished = Vec::new();
+        let bs = self.pool.block_size();
+        for &(j, n) in &plan {
+            let s = &mut self.running[j];
+            s.computed += n;
+            // publish the blocks this pass filled, for later sequences with the same prefix
+            while s.hashes.len() < s.computed / bs {
+                let k = s.hashes.len();
+                let h = block_hash(s.hashes.last().copied(), &s.tokens[k * bs..(k + 1) * bs]);
+                self.pool.publish(s.blocks[k], h);
+                s.hashes.push(h);
+            }
+            if s.computed < s.tokens.len() {
+                continue;
+            }
+            let row = rows.next().expect("one row of logits per sequence that asked");
+            let token = match &s.req.constraint {
+                None => sample(row, &s.req.sampling, &mut s.rng),
+                Some(c) => {
+                    let mut masked = row.to_vec();
+                    c.mask(&s.text, &s.req.stop, &mut masked);
+                    let t = sample(&masked, &s.req.sampling, &mut s.rng);
+                    if let Some(t) = t {
+                        s.text.push_str(c.text(t));
+                    }
+                    t
+                }
+            }
+            .ok_or(EngineError::Sampling { id: s.req.id })?;
+            s.first_token.get_or_insert_with(Instant::now);
+            if s.req.stop.contains(&token) {
+                finished.push((j, Finish::Stop));
+                continue;
+            }
+            s.tokens.push(token);
+            events.push(Event::Token { id: s.req.id, token });
+            if s.generated().len() >= s.req.max_new_tokens {
+                finished.push((j, Finish::Length));
+            }
+        }
+        for &(j, finish) in finished.iter().rev() {
+            let mut s = self.running.remove(j);
+            Self::free(&mut self.pool, &mut s);
+            if let Some(t) = s.first_token {
+                self.stats.ttft.push(t - s.arrived);
+            }
+            events.push(Event::Done { id: s.req.id, finish, tokens: s.generated().to_vec() });
+        }
+        Ok(events)
+    }
+
+    /// Run until every queued request is done; the events in order.
+    pub fn run(&mut self) -> Result<Vec<Event>, EngineError> {
+        let mut all = Vec::new();
+        while !self.is_idle() {
+            all.extend(self.step()?);
+        }
+        Ok(all)
+    }
+}

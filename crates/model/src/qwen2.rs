@@ -1,0 +1,448 @@
+//! Qwen2 decoder (`Qwen2ForCausalLM`), as a GGUF file holds it, running on a paged KV cache.
+//!
+//! ```text
+//! ids ─► token_embd ─► [ layer × N ] ─► output_norm ─► output (lm head) ─► logits
+//!
+//! layer:  x ─► attn_norm ─► attention ─► + x ─► ffn_norm ─► SwiGLU MLP ─► + x
+//! attention: qkv proj (with bias) ─► RoPE (rotate-half, θ = rope.freq_base) on q, k
+//!            ─► k, v written to the cache at the tokens' slots
+//!            ─► softmax(q·kᵀ/√head_dim, causal)·v over the sequence's cached keys ─► o proj
+//! MLP: down(silu(gate(x)) · up(x))
+//! RMSNorm: x / rms(x) · w
+//! ```
+//! Grouped-query attention: `head_count / head_count_kv` query heads share a K/V head.
+//! Every size comes from the GGUF metadata ([`Config::from_gguf`]). Weights are dequantized
+//! at load into the model's precision (bf16 or fp32).
+//!
+//! A forward pass takes any mix of sequences, each with a run of new tokens (a prompt chunk
+//! or one decode token) at known positions and a block table into the [`KvCache`]; it
+//! returns the logits of the last new token of each sequence that asks for them.
+
+use tch::{Device, Kind, TchError, Tensor};
+
+use crate::gguf::{Gguf, GgufError};
+use crate::kv_cache::KvCache;
+
+type R<T> = Result<T, TchError>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Qwen2Error {
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+    #[error("unsupported model: {0}")]
+    Unsupported(String),
+    #[error("weight {name}: shape {got:?}, expected {want:?}")]
+    Shape { name: String, got: Vec<i64>, want: Vec<i64> },
+    #[error("weight {0} missing from the GGUF file")]
+    Missing(String),
+    #[error("torch: {0}")]
+    Torch(#[from] TchError),
+}
+
+/// The sizes of the model, from the GGUF metadata (`qwen2.*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_layers: usize,
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+    pub rms_norm_eps: f64,
+    pub rope_theta: f64,
+    pub vocab_size: usize,
+    pub context_length: usize,
+}
+
+impl Config {
+    pub fn from_gguf(g: &Gguf) -> Result<Self, Qwen2Error> {
+        let arch = g.str("general.architecture")?;
+        if arch != "qwen2" {
+            return Err(Qwen2Error::Unsupported(format!("general.architecture {arch:?}, expected qwen2")));
+        }
+        let u = |k: &str| g.u64(&format!("qwen2.{k}")).map(|v| v as usize);
+        let (hidden, heads, kv_heads) =
+            (u("embedding_length")?, u("attention.head_count")?, u("attention.head_count_kv")?);
+        if heads == 0 || kv_heads == 0 || !heads.is_multiple_of(kv_heads) || !hidden.is_multiple_of(heads) {
+            return Err(Qwen2Error::Unsupported(format!("{heads} heads, {kv_heads} KV heads, hidden {hidden}")));
+        }
+        let vocab = g
+            .tensor("token_embd.weight")
+            .map(|t| t.dims.get(1).copied().unwrap_or(0) as usize)
+            .ok_or_else(|| Qwen2Error::Missing("token_embd.weight".into()))?;
+        Ok(Self {
+            hidden_size: hidden,
+            intermediate_size: u("feed_forward_length")?,
+            num_layers: u("block_count")?,
+            num_heads: heads,
+            num_kv_heads: kv_heads,
+            head_dim: g
+                .get("qwen2.attention.key_length")
+                .and_then(|v| v.as_u64())
+                .map_or(hidden / heads, |v| v as usize),
+            rms_norm_eps: g.f64("qwen2.attention.layer_norm_rms_epsilon")?,
+            rope_theta: g.f64("qwen2.rope.freq_base")?,
+            vocab_size: vocab,
+            context_length: u("context_length")?,
+        })
+    }
+}
+
+/// Tensors read from the GGUF file, dequantized into the model's precision.
+struct Loader<'a> {
+    g: &'a Gguf,
+    device: Device,
+    kind: Kind,
+}
+
+impl Loader<'_> {
+    /// `name` with PyTorch shape `shape` (outermost first), in `kind`.
+    fn take_as(&self, name: &str, shape: &[usize], kind: Kind) -> Result<Tensor, Qwen2Error> {
+        let info = self.g.tensor(name).ok_or_else(|| Qwen2Error::Missing(name.into()))?;
+        let want: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+        if info.shape() != want {
+            return Err(Qwen2Error::Shape { name: name.into(), got: info.shape(), want });
+        }
+        let values = self.g.dequantize(info)?;
+        Ok(Tensor::from_slice(&values).f_view(want.as_slice())?.f_to_kind(kind)?.f_to_device(self.device)?)
+    }
+
+    fn take(&self, name: &str, shape: &[usize]) -> Result<Tensor, Qwen2Error> {
+        self.take_as(name, shape, self.kind)
+    }
+}
+
+struct RmsNorm {
+    weight: Tensor,
+    eps: f64,
+}
+
+impl RmsNorm {
+    fn load(l: &Loader, name: &str, dim: usize, eps: f64) -> Result<Self, Qwen2Error> {
+        Ok(Self { weight: l.take_as(name, &[dim], Kind::Float)?, eps })
+    }
+
+    /// In fp32, cast back to `x`'s precision.
+    fn forward(&self, x: &Tensor) -> R<Tensor> {
+        let xf = x.f_to_kind(Kind::Float)?;
+        xf.f_rms_norm([self.weight.size()[0]], Some(&self.weight), self.eps)?.f_to_kind(x.kind())
+    }
+}
+
+/// `x·cos + rotate_half(x)·sin` on `[tokens, heads, head_dim]`, in fp32.
+fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> R<Tensor> {
+    let xf = x.f_to_kind(Kind::Float)?;
+    let half = xf.size()[2] / 2;
+    let rotated = Tensor::f_cat(&[&xf.f_narrow(-1, half, half)?.f_neg()?, &xf.f_narrow(-1, 0, half)?], -1)?;
+    xf.f_mul(cos)?.f_add(&rotated.f_mul(sin)?)?.f_to_kind(x.kind())
+}
+
+struct Attention {
+    /// q, k and v stacked: `[(heads + 2·kv_heads)·head_dim, hidden]`, and their biases
+    qkv: Tensor,
+    qkv_bias: Tensor,
+    o: Tensor,
+    heads: i64,
+    kv_heads: i64,
+    head_dim: i64,
+}
+
+impl Attention {
+    fn load(l: &Loader, p: &str, c: &Config) -> Result<Self, Qwen2Error> {
+        let (h, d, q, kv) = (c.hidden_size, c.head_dim, c.num_heads, c.num_kv_heads);
+        let w = |n: &str, rows: usize| l.take(&format!("{p}.attn_{n}.weight"), &[rows, h]);
+        let b = |n: &str, rows: usize| l.take(&format!("{p}.attn_{n}.bias"), &[rows]);
+        Ok(Self {
+            qkv: Tensor::f_cat(&[w("q", q * d)?, w("k", kv * d)?, w("v", kv * d)?], 0)?,
+            qkv_bias: Tensor::f_cat(&[b("q", q * d)?, b("k", kv * d)?, b("v", kv * d)?], 0)?,
+            o: l.take(&format!("{p}.attn_output.weight"), &[h, q * d])?,
+            heads: q as i64,
+            kv_heads: kv as i64,
+            head_dim: d as i64,
+        })
+    }
+
+    fn forward(&self, x: &Tensor, layer: usize, step: &Step, cache: &mut KvCache) -> R<Tensor> {
+        let t = x.size()[0];
+        let (h, kv, d) = (self.heads, self.kv_heads, self.head_dim);
+        let qkv = x.f_linear(&self.qkv, Some(&self.qkv_bias))?;
+        let q = qkv.f_narrow(1, 0, h * d)?.f_view([t, h, d])?;
+        let k = qkv.f_narrow(1, h * d, kv * d)?.f_view([t, kv, d])?;
+        let v = qkv.f_narrow(1, (h + kv) * d, kv * d)?.f_view([t, kv, d])?;
+        let q = apply_rope(&q, &step.cos, &step.sin)?;
+        let k = apply_rope(&k, &step.cos, &step.sin)?;
+        cache.write(layer, &step.slots, &k, &v)?;
+        let scale = (d as f64).powf(-0.5);
+        let out = match &step.decode {
+            // one new token per sequence: every sequence in one padded attention
+            Some(dec) => {
+                let b = dec.keys.size()[0];
+                let (ks, vs) = cache.gather(layer, &dec.keys)?; // [b, len, kv, d]
+                let q = q.f_view([b, 1, h, d])?.f_transpose(1, 2)?;
+                let (ks, vs) = (ks.f_transpose(1, 2)?, vs.f_transpose(1, 2)?);
+                Tensor::f_scaled_dot_product_attention(&q, &ks, &vs, Some(&dec.mask), 0.0, false, scale, true)?
+                    .f_transpose(1, 2)?
+                    .f_reshape([t, h * d])?
+            }
+            // prompt chunks: sequence by sequence, causal within the chunk
+            None => {
+                let mut outs = Vec::with_capacity(step.seqs.len());
+                for s in &step.seqs {
+                    let (ks, vs) = cache.gather(layer, &s.keys.f_unsqueeze(0)?)?;
+                    let qs = q.f_narrow(0, s.first, s.len)?.f_unsqueeze(0)?.f_transpose(1, 2)?;
+                    let (ks, vs) = (ks.f_transpose(1, 2)?, vs.f_transpose(1, 2)?);
+                    let o = Tensor::f_scaled_dot_product_attention(
+                        &qs,
+                        &ks,
+                        &vs,
+                        s.mask.as_ref(),
+                        0.0,
+                        false,
+                        scale,
+                        true,
+                    )?;
+                    outs.push(o.f_transpose(1, 2)?.f_reshape([s.len, h * d])?);
+                }
+                Tensor::f_cat(&outs, 0)?
+            }
+        };
+        out.f_linear(&self.o, None::<Tensor>)
+    }
+}
+
+/// SwiGLU: `down(silu(gate(x)) · up(x))`.
+struct Mlp {
+    gate_up: Tensor,
+    down: Tensor,
+    intermediate: i64,
+}
+
+impl Mlp {
+    fn load(l: &Loader, p: &str, c: &Config) -> Result<Self, Qwen2Error> {
+        let (h, i) = (c.hidden_size, c.intermediate_size);
+        Ok(Self {
+            gate_up: Tensor::f_cat(
+                &[l.take(&format!("{p}.ffn_gate.weight"), &[i, h])?, l.take(&format!("{p}.ffn_up.weight"), &[i, h])?],
+                0,
+            )?,
+            down: l.take(&format!("{p}.ffn_down.weight"), &[h, i])?,
+            intermediate: i as i64,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> R<Tensor> {
+        let gu = x.f_linear(&self.gate_up, None::<Tensor>)?;
+        let gate = gu.f_narrow(1, 0, self.intermediate)?;
+        let up = gu.f_narrow(1, self.intermediate, self.intermediate)?;
+        gate.f_silu()?.f_mul(&up)?.f_linear(&self.down, None::<Tensor>)
+    }
+}
+
+struct Layer {
+    attn_norm: RmsNorm,
+    attn: Attention,
+    ffn_norm: RmsNorm,
+    mlp: Mlp,
+}
+
+impl Layer {
+    fn forward(&self, x: &Tensor, i: usize, step: &Step, cache: &mut KvCache) -> R<Tensor> {
+        let x = x.f_add(&self.attn.forward(&self.attn_norm.forward(x)?, i, step, cache)?)?;
+        x.f_add(&self.mlp.forward(&self.ffn_norm.forward(&x)?)?)
+    }
+}
+
+/// One sequence's share of a forward pass.
+#[derive(Debug, Clone)]
+pub struct SeqInput<'a> {
+    /// The new tokens.
+    pub tokens: &'a [u32],
+    /// The position of `tokens[0]`: how many of the sequence's tokens are already cached.
+    pub start: usize,
+    /// The sequence's KV-cache blocks, covering positions `0..start + tokens.len()`.
+    pub blocks: &'a [u32],
+    /// Whether to return the logits after its last new token.
+    pub logits: bool,
+}
+
+/// Per-pass tensors shared by every layer.
+struct Step {
+    cos: Tensor,
+    sin: Tensor,
+    /// Cache slot of each new token.
+    slots: Tensor,
+    seqs: Vec<SeqStep>,
+    decode: Option<DecodeStep>,
+}
+
+struct SeqStep {
+    first: i64,
+    len: i64,
+    /// Slots of positions `0..start + len`.
+    keys: Tensor,
+    /// Causal mask `[len, start + len]` (none for a single token).
+    mask: Option<Tensor>,
+}
+
+struct DecodeStep {
+    /// `[batch, longest]` slots, padded.
+    keys: Tensor,
+    /// `[batch, 1, 1, longest]`: true where a key is real.
+    mask: Tensor,
+}
+
+pub struct Qwen2 {
+    pub config: Config,
+    embed: Tensor,
+    layers: Vec<Layer>,
+    norm: RmsNorm,
+    lm_head: Tensor,
+    inv_freq: Tensor,
+    device: Device,
+    kind: Kind,
+}
+
+impl Qwen2 {
+    pub fn load(g: &Gguf, device: Device, kind: Kind) -> Result<Self, Qwen2Error> {
+        let c = Config::from_gguf(g)?;
+        let l = Loader { g, device, kind };
+        let eps = c.rms_norm_eps;
+        let mut layers = Vec::with_capacity(c.num_layers);
+        for i in 0..c.num_layers {
+            let p = format!("blk.{i}");
+            layers.push(Layer {
+                attn_norm: RmsNorm::load(&l, &format!("{p}.attn_norm.weight"), c.hidden_size, eps)?,
+                attn: Attention::load(&l, &p, &c)?,
+                ffn_norm: RmsNorm::load(&l, &format!("{p}.ffn_norm.weight"), c.hidden_size, eps)?,
+                mlp: Mlp::load(&l, &p, &c)?,
+            });
+        }
+        let embed = l.take("token_embd.weight", &[c.vocab_size, c.hidden_size])?;
+        // tied embeddings unless the file carries its own output matrix
+        let lm_head = match g.tensor("output.weight") {
+            Some(_) => l.take("output.weight", &[c.vocab_size, c.hidden_size])?,
+            None => embed.shallow_clone(),
+        };
+        let d = c.head_dim as i64;
+        let exps = Tensor::f_arange_start_step(0, d, 2, (Kind::Double, device))?.f_div_scalar(d as f64)?;
+        let inv_freq = Tensor::f_full([d / 2], c.rope_theta, (Kind::Double, device))?
+            .f_pow(&exps)?
+            .f_reciprocal()?
+            .f_to_kind(Kind::Float)?;
+        Ok(Self {
+            norm: RmsNorm::load(&l, "output_norm.weight", c.hidden_size, eps)?,
+            config: c,
+            embed,
+            layers,
+            lm_head,
+            inv_freq,
+            device,
+            kind,
+        })
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// Bytes of the weights as held in memory.
+    pub fn weight_bytes(&self) -> usize {
+        let mut n = self.embed.numel() + self.norm.weight.numel();
+        if self.lm_head.data_ptr() != self.embed.data_ptr() {
+            n += self.lm_head.numel();
+        }
+        let elt = self.kind.elt_size_in_bytes();
+        let mut bytes = n * elt;
+        for l in &self.layers {
+            bytes += (l.attn.qkv.numel() + l.attn.qkv_bias.numel() + l.attn.o.numel()) * elt;
+            bytes += (l.mlp.gate_up.numel() + l.mlp.down.numel()) * elt;
+            bytes += (l.attn_norm.weight.numel() + l.ffn_norm.weight.numel()) * 4;
+        }
+        bytes
+    }
+
+    /// Run the new tokens of `seqs` through the model, writing their keys and values into
+    /// `cache`; returns `[n, vocab]` fp32 logits, one row per sequence with `logits` set.
+    pub fn forward(&self, seqs: &[SeqInput], cache: &mut KvCache) -> R<Tensor> {
+        let _guard = tch::no_grad_guard();
+        let step = self.step(seqs, cache.block_size())?;
+        let ids: Vec<i64> = seqs.iter().flat_map(|s| s.tokens.iter().map(|&t| t as i64)).collect();
+        let ids = Tensor::from_slice(&ids).f_to_device(self.device)?;
+        let mut x = self.embed.f_index_select(0, &ids)?;
+        for (i, layer) in self.layers.iter().enumerate() {
+            x = layer.forward(&x, i, &step, cache)?;
+        }
+        let mut last = Vec::new();
+        let mut first = 0i64;
+        for s in seqs {
+            first += s.tokens.len() as i64;
+            if s.logits {
+                last.push(first - 1);
+            }
+        }
+        if last.is_empty() {
+            return Tensor::f_zeros([0, self.config.vocab_size as i64], (Kind::Float, self.device));
+        }
+        let rows = x.f_index_select(0, &Tensor::from_slice(&last).f_to_device(self.device)?)?;
+        self.norm.forward(&rows)?.f_linear(&self.lm_head, None::<Tensor>)?.f_to_kind(Kind::Float)
+    }
+
+    fn step(&self, seqs: &[SeqInput], block_size: usize) -> R<Step> {
+        let dev = self.device;
+        let slot = |s: &SeqInput, p: usize| (s.blocks[p / block_size] as usize * block_size + p % block_size) as i64;
+        let mut positions = Vec::new();
+        let mut slots = Vec::new();
+        for s in seqs {
+            for p in s.start..s.start + s.tokens.len() {
+                positions.push(p as i64);
+                slots.push(slot(s, p));
+            }
+        }
+        let pos = Tensor::from_slice(&positions).f_to_device(dev)?.f_to_kind(Kind::Float)?;
+        let freqs = pos.f_outer(&self.inv_freq)?;
+        let emb = Tensor::f_cat(&[&freqs, &freqs], -1)?.f_unsqueeze(1)?; // [t, 1, head_dim]
+        let (cos, sin) = (emb.f_cos()?, emb.f_sin()?);
+        let slots = Tensor::from_slice(&slots).f_to_device(dev)?;
+        let all_decode = seqs.iter().all(|s| s.tokens.len() == 1);
+        let mut step = Step { cos, sin, slots, seqs: Vec::new(), decode: None };
+        if all_decode {
+            let longest = seqs.iter().map(|s| s.start + 1).max().unwrap_or(1);
+            let mut keys = Vec::with_capacity(seqs.len() * longest);
+            let mut mask = Vec::with_capacity(seqs.len() * longest);
+            for s in seqs {
+                let n = s.start + 1;
+                for p in 0..longest {
+                    keys.push(slot(s, p.min(n - 1)));
+                    mask.push(p < n);
+                }
+            }
+            let b = seqs.len() as i64;
+            step.decode = Some(DecodeStep {
+                keys: Tensor::from_slice(&keys).f_view([b, longest as i64])?.f_to_device(dev)?,
+                mask: Tensor::from_slice(&mask).f_view([b, 1, 1, longest as i64])?.f_to_device(dev)?,
+            });
+            return Ok(step);
+        }
+        let mut first = 0i64;
+        for s in seqs {
+            let len = s.tokens.len() as i64;
+            let total = s.start + s.tokens.len();
+            let keys: Vec<i64> = (0..total).map(|p| slot(s, p)).collect();
+            let mask = if len > 1 {
+                // query i (position start + i) sees keys 0..=start + i
+                let q = Tensor::f_arange(len, (Kind::Int64, dev))?.f_add_scalar(s.start as i64)?.f_unsqueeze(1)?;
+                let k = Tensor::f_arange(total as i64, (Kind::Int64, dev))?.f_unsqueeze(0)?;
+                Some(k.f_le_tensor(&q)?)
+            } else {
+                None
+            };
+            step.seqs.push(SeqStep { first, len, keys: Tensor::from_slice(&keys).f_to_device(dev)?, mask });
+            first += len;
+        }
+        Ok(step)
+    }
+}

@@ -1,0 +1,343 @@
+//! The decoder against llama.cpp on the same GGUF file: `tests/golden/qwen2.5-coder-0.5b-q4_k_m.json`
+//! was written by `scripts/make-decode-golden.py` (gguf-py's dequantization; llama.cpp's
+//! tokenizer and greedy decoding, fp32). Needs the small decoder (`make decoder-small`;
+//! `DOCPIPE_DECODER_SMALL` overrides the location).
+//!
+//! Also, on the same model: continuous batching gives the tokens of one-at-a-time decoding,
+//! a prefix shared by several questions is prefilled once and its blocks held once,
+//! preemption under a small cache loses no sequence, and a seed reproduces a sampled answer.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use docpipe_model::chat::{ChatTokenizer, Message};
+use docpipe_model::engine::{Engine, EngineConfig, Event, Finish, Request};
+use docpipe_model::gguf::Gguf;
+use docpipe_model::qwen2::Qwen2;
+use docpipe_model::sampling::Sampling;
+use serde::Deserialize;
+use tch::{Device, Kind};
+
+mod common;
+
+#[derive(Deserialize)]
+struct Golden {
+    sha256: String,
+    new_tokens: usize,
+    dequant: Vec<Dequant>,
+    cases: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+struct Dequant {
+    tensor: String,
+    #[serde(rename = "type")]
+    kind: String,
+    n: usize,
+    first: Vec<f64>,
+    last: Vec<f64>,
+    sum: f64,
+    abs_sum: f64,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    sample: String,
+    question: String,
+    prompt: String,
+    prompt_ids: Vec<u32>,
+    top_ids: Vec<u32>,
+    top_logits: Vec<f32>,
+    greedy: Vec<u32>,
+}
+
+fn golden() -> &'static Golden {
+    static G: OnceLock<Golden> = OnceLock::new();
+    G.get_or_init(|| {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden/qwen2.5-coder-0.5b-q4_k_m.json");
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("read golden file")).expect("parse golden file")
+    })
+}
+
+fn samples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../samples")
+}
+
+fn open() -> Gguf {
+    Gguf::open(&common::small_decoder()).expect("open the GGUF file")
+}
+
+fn engine(cfg: EngineConfig) -> (Engine, ChatTokenizer) {
+    let g = open();
+    let tok = ChatTokenizer::from_gguf(&g).expect("tokenizer");
+    let model = Qwen2::load(&g, Device::Cpu, Kind::Float).expect("load the model");
+    (Engine::new(model, cfg).expect("engine"), tok)
+}
+
+fn fp32(blocks: usize) -> EngineConfig {
+    EngineConfig { block_size: 16, blocks, max_batch_tokens: 512, max_running: 64, kv_kind: Kind::Float }
+}
+
+fn greedy(id: u64, prompt: Vec<u32>, max_new_tokens: usize, tok: &ChatTokenizer) -> Request {
+    Request { id, prompt, sampling: Sampling::Greedy, max_new_tokens, stop: tok.stop_ids.clone(), constraint: None }
+}
+
+/// Tokens of each finished request, with the stop token appended where it stopped on one
+/// (as llama.cpp's loop records it).
+fn outputs(events: &[Event], stop: u32, n: usize) -> Vec<Vec<u32>> {
+    let mut out = vec![Vec::new(); n];
+    for e in events {
+        if let Event::Done { id, finish, tokens } = e {
+            let mut t = tokens.clone();
+            if *finish == Finish::Stop {
+                t.push(stop);
+            }
+            out[*id as usize] = t;
+        }
+    }
+    out
+}
+
+#[test]
+fn dequantization_matches_gguf_py() {
+    let g = open();
+    for d in &golden().dequant {
+        let t = g.tensor(&d.tensor).unwrap_or_else(|| panic!("{} missing", d.tensor));
+        assert_eq!(t.kind.name(), d.kind);
+        let v = g.dequantize(t).unwrap();
+        assert_eq!(v.len(), d.n);
+        let close = |a: f64, b: f64, what: &str| {
+            assert!((a - b).abs() <= 1e-6 * b.abs().max(1.0), "{} {}: {what} {a} vs gguf-py {b}", d.kind, d.tensor)
+        };
+        for (a, b) in v.iter().zip(&d.first) {
+            close(*a as f64, *b, "leading value");
+        }
+        for (a, b) in v[v.len() - d.last.len()..].iter().zip(&d.last) {
+            close(*a as f64, *b, "trailing value");
+        }
+        let sum: f64 = v.iter().map(|&x| x as f64).sum();
+        let abs: f64 = v.iter().map(|&x| (x as f64).abs()).sum();
+        close(sum / d.n as f64, d.sum / d.n as f64, "mean");
+        close(abs, d.abs_sum, "sum of |x|");
+    }
+}
+
+#[test]
+fn tokenizer_and_chat_template_match_llama_cpp() {
+    let g = open();
+    let sha = golden().sha256.as_str();
+    assert_eq!(sha.len(), 64);
+    let tok = ChatTokenizer::from_gguf(&g).unwrap();
+    assert_eq!(tok.token_id("<|im_start|>"), Some(151644));
+    assert!(tok.stop_ids.contains(&151645) && tok.stop_ids.contains(&151643), "{:?}", tok.stop_ids);
+    for c in &golden().cases {
+        let text = std::fs::read_to_string(samples().join(&c.sample)).unwrap();
+        let user = format!("{text}\n\n{}", c.question);
+        let prompt = tok.chat_prompt(&[Message::new("user", &user)]).unwrap();
+        assert_eq!(prompt, c.prompt, "{}: chat template", c.sample);
+        assert_eq!(tok.encode(&prompt).unwrap(), c.prompt_ids, "{}: token ids", c.sample);
+    }
+    // what the byte-level decoder gives back
+    let ids = tok.encode("Governing law: “Delaware” — §12.").unwrap();
+    assert_eq!(tok.decode(&ids).unwrap(), "Governing law: “Delaware” — §12.");
+}
+
+#[test]
+fn greedy_decoding_matches_llama_cpp() {
+    let gold = golden();
+    let (mut eng, tok) = engine(fp32(512));
+    let mut identical = 0;
+    let mut report = Vec::new();
+    for (i, c) in gold.cases.iter().enumerate() {
+        // first step: logits of the prompt's last token, one sequence alone
+        eng.add(greedy(i as u64, c.prompt_ids.clone(), gold.new_tokens, &tok)).unwrap();
+        let events = eng.run().unwrap();
+        let got = outputs(&events, 151645, i + 1).swap_remove(i);
+        let n = got.iter().zip(&c.greedy).take_while(|(a, b)| a == b).count();
+        if got == c.greedy {
+            identical += 1;
+        }
+        report.push(format!("{} / {:?}: {n} of {} tokens agree", c.sample, c.question, c.greedy.len()));
+    }
+    eprintln!("{}", report.join("\n"));
+    eprintln!("greedy continuations identical to llama.cpp: {identical} of {}", gold.cases.len());
+    assert!(identical >= 9, "greedy continuations identical on {identical} of 10 prompts (want ≥ 9)");
+}
+
+#[test]
+fn first_step_logits_match_llama_cpp() {
+    let gold = golden();
+    let g = open();
+    let model = Qwen2::load(&g, Device::Cpu, Kind::Float).unwrap();
+    let mut cache = docpipe_model::kv_cache::KvCache::new(
+        model.config.num_layers,
+        128,
+        16,
+        model.config.num_kv_heads,
+        model.config.head_dim,
+        Kind::Float,
+        Device::Cpu,
+    )
+    .unwrap();
+    let blocks: Vec<u32> = (0..128).collect();
+    let (mut worst, mut top5_same) = (0f32, 0);
+    for c in &gold.cases {
+        let input = docpipe_model::qwen2::SeqInput { tokens: &c.prompt_ids, start: 0, blocks: &blocks, logits: true };
+        let logits = Vec::<f32>::try_from(model.forward(&[input], &mut cache).unwrap().view([-1])).unwrap();
+        for (&id, &want) in c.top_ids.iter().zip(&c.top_logits) {
+            worst = worst.max((logits[id as usize] - want).abs());
+        }
+        let mut order: Vec<u32> = (0..logits.len() as u32).collect();
+        order.sort_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]));
+        assert_eq!(order[0], c.top_ids[0], "{}: top token differs", c.sample);
+        let mut ours = order[..5].to_vec();
+        let mut theirs = c.top_ids[..5].to_vec();
+        ours.sort();
+        theirs.sort();
+        top5_same += (ours == theirs) as usize;
+    }
+    eprintln!("first step: max |logit − llama.cpp| over its top 20: {worst:.4}; top-5 sets equal on {top5_same} of 10");
+    assert!(top5_same >= 9, "top-5 sets equal on {top5_same} of 10");
+    assert!(worst < 0.5, "max abs logit difference {worst}");
+}
+
+/// Questions about one contract: the contract is the shared prefix.
+fn questions(tok: &ChatTokenizer, n: usize) -> Vec<Vec<u32>> {
+    let text = std::fs::read_to_string(samples().join("mutual-nda.txt")).unwrap();
+    let qs = [
+        "Who are the parties?",
+        "Which law governs it?",
+        "When does it expire?",
+        "What is the notice period?",
+        "Does it renew automatically?",
+        "What counts as confidential information?",
+        "Can it be assigned?",
+        "Where are disputes resolved?",
+    ];
+    qs.iter()
+        .cycle()
+        .take(n)
+        .map(|q| {
+            let p = tok.chat_prompt(&[Message::new("user", &format!("{text}\n\n{q}"))]).unwrap();
+            tok.encode(&p).unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn batching_prefix_sharing_and_preemption_keep_the_tokens() {
+    let (mut eng, tok) = engine(fp32(512));
+    let prompts = questions(&tok, 8);
+    // one at a time
+    let mut alone = Vec::new();
+    for (i, p) in prompts.iter().enumerate() {
+        eng.add(greedy(i as u64, p.clone(), 24, &tok)).unwrap();
+        alone.push(outputs(&eng.run().unwrap(), 151645, prompts.len()).swap_remove(i));
+    }
+    let shared_before = eng.stats.cached_prompt_tokens;
+    assert!(shared_before > 0, "later questions reuse the contract's cached blocks");
+
+    // all eight together: the contract is prefilled once and its blocks are held once
+    let (mut eng, _) = engine(fp32(512));
+    for (i, p) in prompts.iter().enumerate() {
+        eng.add(greedy(i as u64, p.clone(), 24, &tok)).unwrap();
+    }
+    let common = prompts[0].iter().zip(&prompts[1]).take_while(|(a, b)| a == b).count();
+    let mut peak = 0;
+    let mut events = Vec::new();
+    while !eng.is_idle() {
+        events.extend(eng.step().unwrap());
+        peak = peak.max(eng.pool().used());
+    }
+    let together = outputs(&events, 151645, prompts.len());
+    assert_eq!(together, alone, "continuous batching changed the tokens");
+    let longest = prompts.iter().map(Vec::len).max().unwrap() + 24;
+    let shared_blocks = common / 16;
+    let private = longest.div_ceil(16) - shared_blocks;
+    eprintln!(
+        "8 questions on one contract: {common} shared prompt tokens, {} prompt tokens from the cache, peak {peak} blocks",
+        eng.stats.cached_prompt_tokens
+    );
+    assert!(eng.stats.cached_prompt_tokens >= 7 * (shared_blocks * 16) as u64);
+    assert!(peak <= shared_blocks + 8 * private, "peak {peak} blocks: the shared prefix is held more than once");
+
+    // a cache too small for all eight at once: sequences are preempted and recomputed, none lost
+    let small = longest.div_ceil(16) + 2 * private;
+    let (mut eng, _) = engine(fp32(small));
+    for (i, p) in prompts.iter().enumerate() {
+        eng.add(greedy(i as u64, p.clone(), 24, &tok)).unwrap();
+    }
+    let squeezed = outputs(&eng.run().unwrap(), 151645, prompts.len());
+    eprintln!("cache of {small} blocks: {} preemptions", eng.stats.preemptions);
+    assert!(eng.stats.preemptions > 0, "the small cache forced preemptions");
+    assert_eq!(squeezed, alone, "preemption changed or lost tokens");
+}
+
+#[test]
+fn a_seed_reproduces_sampled_tokens_and_oversized_requests_are_refused() {
+    let (mut eng, tok) = engine(fp32(256));
+    let prompt = questions(&tok, 1).remove(0);
+    let sampling: Sampling = "top-p:0.9,t:0.8,seed:7".parse().unwrap();
+    let run = |eng: &mut Engine, id: u64| {
+        eng.add(Request { id, prompt: prompt.clone(), sampling, max_new_tokens: 16, stop: vec![], constraint: None })
+            .unwrap();
+        outputs(&eng.run().unwrap(), 151645, id as usize + 1).swap_remove(id as usize)
+    };
+    let a = run(&mut eng, 0);
+    let b = run(&mut eng, 1);
+    assert_eq!(a.len(), 16);
+    assert_eq!(a, b, "same seed, same tokens");
+    let too_long =
+        Request { id: 9, prompt: vec![1; 4000], sampling, max_new_tokens: 200, stop: vec![], constraint: None };
+    let err = eng.add(too_long).unwrap_err().to_string();
+    assert!(err.contains("over the KV cache"), "{err}");
+}
+
+#[test]
+fn the_json_constraint_always_yields_json_of_the_schema() {
+    use docpipe_model::constrain::{Constraint, Schema};
+    let (mut eng, tok) = engine(fp32(512));
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "parties": {"type": "array", "items": {"type": "string"}},
+            "governing_law": {"type": ["string", "null"]},
+            "notice_days": {"type": ["integer", "null"]},
+            "auto_renews": {"type": "boolean"}
+        },
+        "required": ["parties", "governing_law", "notice_days", "auto_renews"]
+    });
+    let c = Arc::new(Constraint::new(Arc::new(Schema::from_json(&schema).unwrap()), tok.token_texts()));
+    let text = std::fs::read_to_string(samples().join("mutual-nda.txt")).unwrap();
+    let ask = format!("{text}\n\nAnswer in JSON with the keys parties, governing_law, notice_days, auto_renews.");
+    let prompt = tok.encode(&tok.chat_prompt(&[Message::new("user", &ask)]).unwrap()).unwrap();
+    let samplings = ["greedy", "top-p:0.95,t:1.2,seed:1", "top-p:0.95,t:1.2,seed:2", "top-k:50,t:1.5,seed:3"];
+    for (i, s) in samplings.iter().enumerate() {
+        eng.add(Request {
+            id: i as u64,
+            prompt: prompt.clone(),
+            sampling: s.parse().unwrap(),
+            max_new_tokens: 160,
+            stop: tok.stop_ids.clone(),
+            constraint: Some(c.clone()),
+        })
+        .unwrap();
+    }
+    let events = eng.run().unwrap();
+    for e in &events {
+        if let Event::Done { id, finish, tokens } = e {
+            let out = tok.decode(tokens).unwrap();
+            eprintln!("{}: {out}", samplings[*id as usize]);
+            assert_eq!(
+                *finish,
+                Finish::Stop,
+                "{}: the document was not finished in 160 tokens: {out}",
+                samplings[*id as usize]
+            );
+            let v: serde_json::Value =
+                serde_json::from_str(&out).unwrap_or_else(|e| panic!("{out:?} does not parse: {e}"));
+            assert!(v["parties"].is_array() && v["auto_renews"].is_boolean(), "{v}");
+            assert!(v["notice_days"].is_null() || v["notice_days"].is_i64(), "{v}");
+        }
+    }
+}
