@@ -12,7 +12,7 @@ export DOCPIPE_MODEL ?= $(DOCPIPE_HOME)/embeddinggemma-300m
 SERVICES_ENV := $(DOCPIPE_HOME)/run/env.sh
 CARGO ?= cargo
 
-.PHONY: decoder decoder-small demo test bench bench-ocr eval eval-ocr train-clauses learning-curve fault-test provision libtorch model ocr services services-down build
+.PHONY: decoder decoder-small demo test bench bench-decode bench-ocr eval eval-ocr train-clauses learning-curve fault-test provision libtorch model ocr services services-down build
 
 provision: libtorch model ocr decoder-small services
 
@@ -91,3 +91,9 @@ bench: libtorch model
 	$(CARGO) build --bin docpipe
 	$(CARGO) build -p docpipe-model --example forward_bench
 	scripts/bench.sh
+
+# Decode engine vs llama.cpp (llama-cpp-python) on the same GGUF, prompts and threads, one run
+# (installs and compiles the reference once). Last lines: decode_speedup_vs_llamacpp_*.
+bench-decode: libtorch decoder
+	$(CARGO) build -p docpipe-model --example decode_bench
+	scripts/bench-decode.sh

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# `make bench-decode`: the decode engine against llama.cpp (llama-cpp-python) on the same GGUF
+# file, the same prompt token ids and the same thread count, in one run. Prints prefill tokens/s
+# on a 1,500-token contract prompt, decode tokens/s at batch 1, and generated tokens/s with 8, 32
+# and 64 concurrent sequences (64 new tokens each); the last two lines are
+# `decode_speedup_vs_llamacpp_batch1 X.XX` and `decode_speedup_vs_llamacpp_concurrent32 X.XX`.
+#   BENCH_DECODER (the default decoder GGUF)  BENCH_THREADS (2)  BENCH_DTYPE (bf16 where the CPU
+#   has AVX512-BF16 or AMX, else fp32)  BENCH_SEQUENCES (8,32,64)  BENCH_REF_SEQUENCES (8,32)
+# llama-cpp-python has one sequence per context: it serves concurrent requests one after another.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DOCPIPE_HOME=${DOCPIPE_HOME:-$HOME/.cache/docpipe}
+GGUF=${BENCH_DECODER:-$DOCPIPE_HOME/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf}
+THREADS=${BENCH_THREADS:-2}
+if [ -z "${BENCH_DTYPE:-}" ]; then
+  if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo; then BENCH_DTYPE=bf16; else BENCH_DTYPE=fp32; fi
+fi
+VENV=${BENCH_REF_VENV:-$DOCPIPE_HOME/decode-ref}
+out=$DOCPIPE_HOME/bench-decode
+mkdir -p "$out"
+say() { printf 'bench-decode: %s\n' "$*" >&2; }
+[ -f "$GGUF" ] || { say "error: no $GGUF (make decoder)"; exit 1; }
+
+# The reference: llama.cpp through llama-cpp-python, built here for this CPU (once, ~15 min).
+if ! "$VENV/bin/python" -c 'import llama_cpp, numpy' 2>/dev/null; then
+  say "installing the reference (llama-cpp-python, compiled from source) into $VENV"
+  python3 -m venv "$VENV"
+  CMAKE_ARGS="-DGGML_NATIVE=ON" "$VENV/bin/pip" install -q --disable-pip-version-check numpy llama-cpp-python
+fi
+
+bench=target/debug/examples/decode_bench
+"$bench" prompts "$GGUF" samples "$out/prompts.json"
+export OMP_NUM_THREADS=$THREADS
+: > "$out/results.jsonl"
+say "docpipe ($BENCH_DTYPE, $THREADS threads)"
+DOCPIPE_LOG=warn BENCH_SEQUENCES=${BENCH_SEQUENCES:-8,32,64} "$bench" run "$GGUF" "$BENCH_DTYPE" "$out/prompts.json" | tee -a "$out/results.jsonl"
+say "llama.cpp ($THREADS threads)"
+"$VENV/bin/python" - "$GGUF" "$out/prompts.json" "$THREADS" "${BENCH_REF_SEQUENCES:-8,32}" <<'PY' | tee -a "$out/results.jsonl"
+import json, sys, time
+from llama_cpp import Llama
+gguf, prompts, threads, seqs = sys.argv[1], sys.argv[2], int(sys.argv[3]), [int(x) for x in sys.argv[4].split(",")]
+doc = json.load(open(prompts))
+new = doc["new_tokens"]
+llm = Llama(model_path=gguf, n_ctx=2048, n_batch=2048, n_threads=threads, n_threads_batch=threads, verbose=False)
+def line(**kw): print(json.dumps({"impl": "llama.cpp", "dtype": "q4_k_m", **kw}), flush=True)
+def generate(ids, n):
+    """prompt, then n greedy tokens; returns (prompt seconds, decode seconds)"""
+    llm.reset()
+    t = time.perf_counter(); llm.eval(ids); tp = time.perf_counter() - t
+    t = time.perf_counter()
+    for _ in range(n):
+        tok = llm.sample(temp=0.0)
+        llm.eval([tok])
+    return tp, time.perf_counter() - t
+generate(doc["questions"][0], 4)  # warm-up
+tp, _ = generate(doc["prefill"], 0)
+line(what="prefill", tokens=len(doc["prefill"]), seconds=tp, tokens_per_s=len(doc["prefill"]) / tp)
+_, td = generate(doc["questions"][0], new)
+line(what="decode", sequences=1, tokens=new, seconds=td, tokens_per_s=new / td)
+for n in seqs:
+    t = time.perf_counter()
+    for q in doc["questions"][:n]:
+        generate(q, new)
+    s = time.perf_counter() - t
+    line(what="concurrent", sequences=n, generated=n * new, seconds=s, tokens_per_s=n * new / s)
+PY
+
+python3 - "$out/results.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+def rate(impl, what, seqs=None):
+    for r in rows:
+        if r["impl"] == impl and r["what"] == what and (seqs is None or r.get("sequences") == seqs):
+            return r["tokens_per_s"]
+print()
+print(f"{'measure':<28} {'docpipe tok/s':>14} {'llama.cpp tok/s':>16} {'ratio':>7}")
+for what, seqs, label in [("prefill", None, "prefill 1500 tokens"), ("decode", 1, "decode, batch 1"),
+                          ("concurrent", 8, "8 concurrent"), ("concurrent", 32, "32 concurrent"),
+                          ("concurrent", 64, "64 concurrent")]:
+    a, b = rate("docpipe", what, seqs), rate("llama.cpp", what, seqs)
+    fa = f"{a:.1f}" if a else "-"
+    fb = f"{b:.1f}" if b else "-"
+    fr = f"{a / b:.2f}" if a and b else "-"
+    print(f"{label:<28} {fa:>14} {fb:>16} {fr:>7}")
+load = next(r for r in rows if r["impl"] == "docpipe" and r["what"] == "load")
+print(f"docpipe weights in memory: {load['weight_bytes'] / 2**30:.2f} GiB ({load['dtype']}); KV cache {load['kv_bytes_per_token']} bytes/token")
+b1 = rate("docpipe", "decode", 1) / rate("llama.cpp", "decode", 1)
+c32 = rate("docpipe", "concurrent", 32) / rate("llama.cpp", "concurrent", 32)
+print(f"decode_speedup_vs_llamacpp_batch1 {b1:.2f}")
+print(f"decode_speedup_vs_llamacpp_concurrent32 {c32:.2f}")
+PY
