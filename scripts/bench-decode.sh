@@ -4,8 +4,11 @@
 # on a 1,500-token contract prompt, decode tokens/s at batch 1, and generated tokens/s with 8, 32
 # and 64 concurrent sequences (64 new tokens each); the last two lines are
 # `decode_speedup_vs_llamacpp_batch1 X.XX` and `decode_speedup_vs_llamacpp_concurrent32 X.XX`.
+# docpipe runs twice: with its default weights (q4: the Q4_K matrices kept in 4 bits) and dense
+# (every matrix dequantized to bf16/fp32 at load); the last two lines are the default's.
 #   BENCH_DECODER (the default decoder GGUF)  BENCH_THREADS (2)  BENCH_DTYPE (bf16 where the CPU
-#   has AVX512-BF16 or AMX, else fp32)  BENCH_SEQUENCES (8,32,64)  BENCH_REF_SEQUENCES (8,32)
+#   has AVX512-BF16 or AMX, else fp32)  BENCH_WEIGHTS ("q4 dense")  BENCH_SEQUENCES (8,32,64)
+#   BENCH_REF_SEQUENCES (8,32)  BENCH_REF_VENV (where llama-cpp-python is installed)
 # llama-cpp-python has one sequence per context: it serves concurrent requests one after another.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,8 +36,11 @@ bench=target/debug/examples/decode_bench
 "$bench" prompts "$GGUF" samples "$out/prompts.json"
 export OMP_NUM_THREADS=$THREADS
 : > "$out/results.jsonl"
-say "docpipe ($BENCH_DTYPE, $THREADS threads)"
-DOCPIPE_LOG=warn BENCH_SEQUENCES=${BENCH_SEQUENCES:-8,32,64} "$bench" run "$GGUF" "$BENCH_DTYPE" "$out/prompts.json" | tee -a "$out/results.jsonl"
+for weights in ${BENCH_WEIGHTS:-q4 dense}; do
+  say "docpipe ($BENCH_DTYPE, weights $weights, $THREADS threads)"
+  DOCPIPE_LOG=warn BENCH_WEIGHTS=$weights BENCH_SEQUENCES=${BENCH_SEQUENCES:-8,32,64} \
+    "$bench" run "$GGUF" "$BENCH_DTYPE" "$out/prompts.json" | tee -a "$out/results.jsonl"
+done
 say "llama.cpp ($THREADS threads)"
 "$VENV/bin/python" - "$GGUF" "$out/prompts.json" "$THREADS" "${BENCH_REF_SEQUENCES:-8,32}" <<'PY' | tee -a "$out/results.jsonl"
 import json, sys, time
@@ -69,24 +75,36 @@ PY
 python3 - "$out/results.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-def rate(impl, what, seqs=None):
+impls = []
+for r in rows:
+    key = r["impl"] if r["impl"] != "docpipe" else f"docpipe {r.get('weights', '').lower()}"
+    r["key"] = key
+    if key not in impls:
+        impls.append(key)
+def rate(key, what, seqs=None):
     for r in rows:
-        if r["impl"] == impl and r["what"] == what and (seqs is None or r.get("sequences") == seqs):
-            return r["tokens_per_s"]
+        if r["key"] == key and r["what"] == what and (seqs is None or r.get("sequences") == seqs):
+            return r.get("tokens_per_s")
+ours = [k for k in impls if k.startswith("docpipe")]
 print()
-print(f"{'measure':<28} {'docpipe tok/s':>14} {'llama.cpp tok/s':>16} {'ratio':>7}")
+print(f"{'tokens/s':<26}" + "".join(f"{k:>16}" for k in ours) + f"{'llama.cpp':>12}" + "".join(f"{'ratio ' + k.split()[1]:>12}" for k in ours))
 for what, seqs, label in [("prefill", None, "prefill 1500 tokens"), ("decode", 1, "decode, batch 1"),
                           ("concurrent", 8, "8 concurrent"), ("concurrent", 32, "32 concurrent"),
                           ("concurrent", 64, "64 concurrent")]:
-    a, b = rate("docpipe", what, seqs), rate("llama.cpp", what, seqs)
-    fa = f"{a:.1f}" if a else "-"
-    fb = f"{b:.1f}" if b else "-"
-    fr = f"{a / b:.2f}" if a and b else "-"
-    print(f"{label:<28} {fa:>14} {fb:>16} {fr:>7}")
-load = next(r for r in rows if r["impl"] == "docpipe" and r["what"] == "load")
-print(f"docpipe weights in memory: {load['weight_bytes'] / 2**30:.2f} GiB ({load['dtype']}); KV cache {load['kv_bytes_per_token']} bytes/token")
-b1 = rate("docpipe", "decode", 1) / rate("llama.cpp", "decode", 1)
-c32 = rate("docpipe", "concurrent", 32) / rate("llama.cpp", "concurrent", 32)
-print(f"decode_speedup_vs_llamacpp_batch1 {b1:.2f}")
-print(f"decode_speedup_vs_llamacpp_concurrent32 {c32:.2f}")
+    ref = rate("llama.cpp", what, seqs)
+    cells = [rate(k, what, seqs) for k in ours]
+    line = f"{label:<26}" + "".join(f"{c:>16.1f}" if c else f"{'-':>16}" for c in cells)
+    line += f"{ref:>12.1f}" if ref else f"{'-':>12}"
+    line += "".join(f"{c / ref:>12.2f}" if c and ref else f"{'-':>12}" for c in cells)
+    print(line)
+for r in rows:
+    if r["what"] == "load":
+        print(f"{r['key']}: weights in memory {r['weight_bytes'] / 2**30:.2f} GiB ({r['dtype']}); KV cache {r['kv_bytes_per_token']} bytes/token")
+for k in reversed(ours):  # the default (q4) last
+    w = k.split()[1]
+    suffix = "" if w == "q4" else f"_{w}"
+    b1 = rate(k, "decode", 1) / rate("llama.cpp", "decode", 1)
+    c32 = rate(k, "concurrent", 32) / rate("llama.cpp", "concurrent", 32)
+    print(f"decode_speedup_vs_llamacpp_batch1{suffix} {b1:.2f}")
+    print(f"decode_speedup_vs_llamacpp_concurrent32{suffix} {c32:.2f}")
 PY

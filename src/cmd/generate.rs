@@ -11,7 +11,7 @@ use docpipe_model::constrain::{Constraint, Schema};
 use docpipe_model::device;
 use docpipe_model::engine::{Engine, EngineConfig, Event, Finish, Request};
 use docpipe_model::gguf::Gguf;
-use docpipe_model::qwen2::Qwen2;
+use docpipe_model::qwen2::{Qwen2, Weights};
 use docpipe_model::sampling::Sampling;
 
 /// The decoder and how to run it (shared by the commands that generate).
@@ -27,6 +27,10 @@ pub struct DecoderArgs {
     /// Weights and activations: auto (as the embedding model decides), fp32, bf16, fp16 (CUDA).
     #[arg(long = "decoder-dtype", env = "DOCPIPE_DECODER_DTYPE", default_value = "auto")]
     pub dtype: String,
+    /// Weight matrices: `q4` keeps the GGUF's Q4_K matrices in 4 bits (CPU; the others and any
+    /// on CUDA are dequantized), `dense` dequantizes all of them at load.
+    #[arg(long = "decoder-weights", env = "DOCPIPE_DECODER_WEIGHTS", default_value = "q4")]
+    pub weights: Weights,
     /// KV-cache token slots per block.
     #[arg(long, env = "DOCPIPE_KV_BLOCK_SIZE", default_value_t = 16)]
     pub kv_block_size: usize,
@@ -71,7 +75,8 @@ impl DecoderArgs {
         let t0 = std::time::Instant::now();
         let g = Gguf::open(&path)?;
         let tokenizer = ChatTokenizer::from_gguf(&g).with_context(|| format!("tokenizer of {}", path.display()))?;
-        let model = Qwen2::load(&g, dev, precision.kind()).with_context(|| format!("loading {}", path.display()))?;
+        let model = Qwen2::load(&g, dev, precision.kind(), self.weights)
+            .with_context(|| format!("loading {}", path.display()))?;
         let bs = self.kv_block_size.max(1);
         let cfg = EngineConfig {
             block_size: bs,

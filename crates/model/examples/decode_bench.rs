@@ -8,14 +8,15 @@
 //! 1,500-token prompt; decode tokens/s at batch 1 (64 new tokens after a question prompt,
 //! decode steps only); and, for 8, 32 and 64 concurrent sequences (the first N questions, 64
 //! new tokens each, no stop token), generated tokens per second of wall time including their
-//! prefill. `BENCH_SEQUENCES=8,32` changes the set. Threads: libtorch's (`OMP_NUM_THREADS`).
+//! prefill. `BENCH_SEQUENCES=8,32` changes the set; `BENCH_WEIGHTS=q4|dense` how the weights are
+//! held (q4: `Q4_K` matrices in 4 bits). Threads: libtorch's (`OMP_NUM_THREADS`).
 use std::path::Path;
 use std::time::Instant;
 
 use docpipe_model::chat::{ChatTokenizer, Message};
 use docpipe_model::engine::{Engine, EngineConfig, Request};
 use docpipe_model::gguf::Gguf;
-use docpipe_model::qwen2::Qwen2;
+use docpipe_model::qwen2::{Qwen2, Weights};
 use docpipe_model::sampling::Sampling;
 use docpipe_model::{device, Precision};
 use serde_json::json;
@@ -99,7 +100,9 @@ fn bench(gguf: &str, dtype: &str, prompts: &str, keep_heap: bool) {
     let precision: Precision = dtype.parse().unwrap_or_else(|e: String| die(e));
     let t0 = Instant::now();
     let g = Gguf::open(Path::new(gguf)).unwrap_or_else(|e| die(e.to_string()));
-    let model = Qwen2::load(&g, tch::Device::Cpu, precision.kind()).unwrap_or_else(|e| die(e.to_string()));
+    let weights: Weights =
+        std::env::var("BENCH_WEIGHTS").unwrap_or_else(|_| "q4".into()).parse().unwrap_or_else(|e: String| die(e));
+    let model = Qwen2::load(&g, tch::Device::Cpu, precision.kind(), weights).unwrap_or_else(|e| die(e.to_string()));
     let weight_bytes = model.weight_bytes();
     let load_s = t0.elapsed().as_secs_f64();
     let sequences: Vec<usize> = std::env::var("BENCH_SEQUENCES")
@@ -123,7 +126,11 @@ fn bench(gguf: &str, dtype: &str, prompts: &str, keep_heap: bool) {
         stop: vec![],
         constraint: None,
     };
-    let line = |v: serde_json::Value| println!("{v}");
+    let weights_name = format!("{weights:?}");
+    let line = |mut v: serde_json::Value| {
+        v["weights"] = json!(weights_name);
+        println!("{v}")
+    };
     line(json!({"impl": "docpipe", "dtype": dtype, "what": "load", "seconds": load_s, "weight_bytes": weight_bytes,
                 "kv_bytes_per_token": kv_bytes_per_token, "keep_heap": keep_heap}));
     // warm-up

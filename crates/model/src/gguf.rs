@@ -451,7 +451,7 @@ fn q8_0(b: &[u8], y: &mut [f32]) {
 }
 
 /// Scale and min of sub-block `j` (0..8) from the 12 packed bytes of 6-bit values (k-quants).
-fn scale_min_k4(j: usize, q: &[u8]) -> (f32, f32) {
+pub(crate) fn scale_min_k4(j: usize, q: &[u8]) -> (f32, f32) {
     if j < 4 {
         ((q[j] & 63) as f32, (q[j + 4] & 63) as f32)
     } else {

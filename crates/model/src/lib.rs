@@ -25,6 +25,7 @@ pub mod flash;
 pub mod gemm_attention;
 pub mod gemma3;
 pub mod gguf;
+pub mod int4;
 pub mod kv_cache;
 pub mod qwen2;
 pub mod sampling;

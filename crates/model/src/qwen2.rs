@@ -11,8 +11,9 @@
 //! RMSNorm: x / rms(x) · w
 //! ```
 //! Grouped-query attention: `head_count / head_count_kv` query heads share a K/V head.
-//! Every size comes from the GGUF metadata ([`Config::from_gguf`]). Weights are dequantized
-//! at load into the model's precision (bf16 or fp32).
+//! Every size comes from the GGUF metadata ([`Config::from_gguf`]). Weight matrices are either
+//! dequantized at load into the model's precision (bf16 or fp32), or, with [`Weights::Q4`] on
+//! the CPU, the `Q4_K` ones stay in 4 bits ([`Int4Linear`]) and the others are dequantized.
 //!
 //! A forward pass takes any mix of sequences, each with a run of new tokens (a prompt chunk
 //! or one decode token) at known positions and a block table into the [`KvCache`]; it
@@ -20,7 +21,8 @@
 
 use tch::{Device, Kind, TchError, Tensor};
 
-use crate::gguf::{Gguf, GgufError};
+use crate::gguf::{GgmlType, Gguf, GgufError};
+use crate::int4::Int4Linear;
 use crate::kv_cache::KvCache;
 
 type R<T> = Result<T, TchError>;
@@ -88,11 +90,32 @@ impl Config {
     }
 }
 
-/// Tensors read from the GGUF file, dequantized into the model's precision.
+/// How the weight matrices are held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weights {
+    /// Dequantized at load into the model's precision.
+    Dense,
+    /// `Q4_K` matrices kept in 4 bits ([`Int4Linear`], CPU only); the others dense.
+    Q4,
+}
+
+impl std::str::FromStr for Weights {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "dense" => Ok(Self::Dense),
+            "q4" => Ok(Self::Q4),
+            _ => Err(format!("unknown weight format {s:?} (q4 or dense)")),
+        }
+    }
+}
+
+/// Tensors read from the GGUF file, dequantized into the model's precision (or kept in 4 bits).
 struct Loader<'a> {
     g: &'a Gguf,
     device: Device,
     kind: Kind,
+    weights: Weights,
 }
 
 impl Loader<'_> {
@@ -109,6 +132,51 @@ impl Loader<'_> {
 
     fn take(&self, name: &str, shape: &[usize]) -> Result<Tensor, Qwen2Error> {
         self.take_as(name, shape, self.kind)
+    }
+
+    /// The matrices `names` (each `[rows, cols]`) stacked along their output dimension: in 4
+    /// bits when asked and all of them are `Q4_K`, else dense.
+    fn linear(&self, names: &[(&str, usize)], cols: usize) -> Result<Linear, Qwen2Error> {
+        let infos = names
+            .iter()
+            .map(|(n, _)| self.g.tensor(n).ok_or_else(|| Qwen2Error::Missing(n.to_string())))
+            .collect::<Result<Vec<_>, _>>()?;
+        if self.weights == Weights::Q4 && self.device == Device::Cpu && infos.iter().all(|t| t.kind == GgmlType::Q4K) {
+            let mut raw = Vec::with_capacity(names.len());
+            for ((name, rows), info) in names.iter().zip(&infos) {
+                let want = vec![*rows as i64, cols as i64];
+                if info.shape() != want {
+                    return Err(Qwen2Error::Shape { name: name.to_string(), got: info.shape(), want });
+                }
+                raw.push((self.g.read_raw(info)?, *rows));
+            }
+            let parts: Vec<(&[u8], usize)> = raw.iter().map(|(b, r)| (b.as_slice(), *r)).collect();
+            return Ok(Linear::Int4(Int4Linear::from_q4_k(&parts, cols, self.kind, self.device)?));
+        }
+        let parts = names.iter().map(|(n, rows)| self.take(n, &[*rows, cols])).collect::<Result<Vec<_>, _>>()?;
+        Ok(Linear::Dense(Tensor::f_cat(&parts, 0)?))
+    }
+}
+
+/// A weight matrix, applied as `x · Wᵀ`.
+enum Linear {
+    Dense(Tensor),
+    Int4(Int4Linear),
+}
+
+impl Linear {
+    fn forward(&self, x: &Tensor) -> R<Tensor> {
+        match self {
+            Linear::Dense(w) => x.f_linear(w, None::<Tensor>),
+            Linear::Int4(l) => l.forward(x),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Linear::Dense(w) => w.numel() * w.kind().elt_size_in_bytes(),
+            Linear::Int4(l) => l.bytes(),
+        }
     }
 }
 
@@ -139,9 +207,9 @@ fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> R<Tensor> {
 
 struct Attention {
     /// q, k and v stacked: `[(heads + 2·kv_heads)·head_dim, hidden]`, and their biases
-    qkv: Tensor,
+    qkv: Linear,
     qkv_bias: Tensor,
-    o: Tensor,
+    o: Linear,
     heads: i64,
     kv_heads: i64,
     head_dim: i64,
@@ -150,12 +218,12 @@ struct Attention {
 impl Attention {
     fn load(l: &Loader, p: &str, c: &Config) -> Result<Self, Qwen2Error> {
         let (h, d, q, kv) = (c.hidden_size, c.head_dim, c.num_heads, c.num_kv_heads);
-        let w = |n: &str, rows: usize| l.take(&format!("{p}.attn_{n}.weight"), &[rows, h]);
         let b = |n: &str, rows: usize| l.take(&format!("{p}.attn_{n}.bias"), &[rows]);
+        let (wq, wk, wv) = (format!("{p}.attn_q.weight"), format!("{p}.attn_k.weight"), format!("{p}.attn_v.weight"));
         Ok(Self {
-            qkv: Tensor::f_cat(&[w("q", q * d)?, w("k", kv * d)?, w("v", kv * d)?], 0)?,
+            qkv: l.linear(&[(&wq, q * d), (&wk, kv * d), (&wv, kv * d)], h)?,
             qkv_bias: Tensor::f_cat(&[b("q", q * d)?, b("k", kv * d)?, b("v", kv * d)?], 0)?,
-            o: l.take(&format!("{p}.attn_output.weight"), &[h, q * d])?,
+            o: l.linear(&[(&format!("{p}.attn_output.weight"), h)], q * d)?,
             heads: q as i64,
             kv_heads: kv as i64,
             head_dim: d as i64,
@@ -165,7 +233,7 @@ impl Attention {
     fn forward(&self, x: &Tensor, layer: usize, step: &Step, cache: &mut KvCache) -> R<Tensor> {
         let t = x.size()[0];
         let (h, kv, d) = (self.heads, self.kv_heads, self.head_dim);
-        let qkv = x.f_linear(&self.qkv, Some(&self.qkv_bias))?;
+        let qkv = self.qkv.forward(x)?.f_add(&self.qkv_bias)?;
         let q = qkv.f_narrow(1, 0, h * d)?.f_view([t, h, d])?;
         let k = qkv.f_narrow(1, h * d, kv * d)?.f_view([t, kv, d])?;
         let v = qkv.f_narrow(1, (h + kv) * d, kv * d)?.f_view([t, kv, d])?;
@@ -206,14 +274,14 @@ impl Attention {
                 Tensor::f_cat(&outs, 0)?
             }
         };
-        out.f_linear(&self.o, None::<Tensor>)
+        self.o.forward(&out)
     }
 }
 
 /// SwiGLU: `down(silu(gate(x)) · up(x))`.
 struct Mlp {
-    gate_up: Tensor,
-    down: Tensor,
+    gate_up: Linear,
+    down: Linear,
     intermediate: i64,
 }
 
@@ -221,20 +289,17 @@ impl Mlp {
     fn load(l: &Loader, p: &str, c: &Config) -> Result<Self, Qwen2Error> {
         let (h, i) = (c.hidden_size, c.intermediate_size);
         Ok(Self {
-            gate_up: Tensor::f_cat(
-                &[l.take(&format!("{p}.ffn_gate.weight"), &[i, h])?, l.take(&format!("{p}.ffn_up.weight"), &[i, h])?],
-                0,
-            )?,
-            down: l.take(&format!("{p}.ffn_down.weight"), &[h, i])?,
+            gate_up: l.linear(&[(&format!("{p}.ffn_gate.weight"), i), (&format!("{p}.ffn_up.weight"), i)], h)?,
+            down: l.linear(&[(&format!("{p}.ffn_down.weight"), h)], i)?,
             intermediate: i as i64,
         })
     }
 
     fn forward(&self, x: &Tensor) -> R<Tensor> {
-        let gu = x.f_linear(&self.gate_up, None::<Tensor>)?;
+        let gu = self.gate_up.forward(x)?;
         let gate = gu.f_narrow(1, 0, self.intermediate)?;
         let up = gu.f_narrow(1, self.intermediate, self.intermediate)?;
-        gate.f_silu()?.f_mul(&up)?.f_linear(&self.down, None::<Tensor>)
+        self.down.forward(&gate.f_silu()?.f_mul(&up)?)
     }
 }
 
@@ -303,9 +368,9 @@ pub struct Qwen2 {
 }
 
 impl Qwen2 {
-    pub fn load(g: &Gguf, device: Device, kind: Kind) -> Result<Self, Qwen2Error> {
+    pub fn load(g: &Gguf, device: Device, kind: Kind, weights: Weights) -> Result<Self, Qwen2Error> {
         let c = Config::from_gguf(g)?;
-        let l = Loader { g, device, kind };
+        let l = Loader { g, device, kind, weights };
         let eps = c.rms_norm_eps;
         let mut layers = Vec::with_capacity(c.num_layers);
         for i in 0..c.num_layers {
@@ -358,8 +423,8 @@ impl Qwen2 {
         let elt = self.kind.elt_size_in_bytes();
         let mut bytes = n * elt;
         for l in &self.layers {
-            bytes += (l.attn.qkv.numel() + l.attn.qkv_bias.numel() + l.attn.o.numel()) * elt;
-            bytes += (l.mlp.gate_up.numel() + l.mlp.down.numel()) * elt;
+            bytes += l.attn.qkv.bytes() + l.attn.qkv_bias.numel() * elt + l.attn.o.bytes();
+            bytes += l.mlp.gate_up.bytes() + l.mlp.down.bytes();
             bytes += (l.attn_norm.weight.numel() + l.ffn_norm.weight.numel()) * 4;
         }
         bytes

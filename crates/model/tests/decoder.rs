@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 use docpipe_model::chat::{ChatTokenizer, Message};
 use docpipe_model::engine::{Engine, EngineConfig, Event, Finish, Request};
 use docpipe_model::gguf::Gguf;
-use docpipe_model::qwen2::Qwen2;
+use docpipe_model::qwen2::{Qwen2, Weights};
 use docpipe_model::sampling::Sampling;
 use serde::Deserialize;
 use tch::{Device, Kind};
@@ -67,11 +67,18 @@ fn open() -> Gguf {
     Gguf::open(&common::small_decoder()).expect("open the GGUF file")
 }
 
-fn engine(cfg: EngineConfig) -> (Engine, ChatTokenizer) {
+/// The engine on the small model in fp32; `weights` as the decoder holds them (the greedy parity
+/// test runs the default, Q4_K matrices in 4 bits; the scheduling tests the dense path, whose
+/// large prompt chunks run faster).
+fn engine_with(cfg: EngineConfig, weights: Weights) -> (Engine, ChatTokenizer) {
     let g = open();
     let tok = ChatTokenizer::from_gguf(&g).expect("tokenizer");
-    let model = Qwen2::load(&g, Device::Cpu, Kind::Float).expect("load the model");
+    let model = Qwen2::load(&g, Device::Cpu, Kind::Float, weights).expect("load the model");
     (Engine::new(model, cfg).expect("engine"), tok)
+}
+
+fn engine(cfg: EngineConfig) -> (Engine, ChatTokenizer) {
+    engine_with(cfg, Weights::Dense)
 }
 
 fn fp32(blocks: usize) -> EngineConfig {
@@ -145,7 +152,7 @@ fn tokenizer_and_chat_template_match_llama_cpp() {
 #[test]
 fn greedy_decoding_matches_llama_cpp() {
     let gold = golden();
-    let (mut eng, tok) = engine(fp32(512));
+    let (mut eng, tok) = engine_with(fp32(512), Weights::Q4);
     let mut identical = 0;
     let mut report = Vec::new();
     for (i, c) in gold.cases.iter().enumerate() {
@@ -168,7 +175,8 @@ fn greedy_decoding_matches_llama_cpp() {
 fn first_step_logits_match_llama_cpp() {
     let gold = golden();
     let g = open();
-    let model = Qwen2::load(&g, Device::Cpu, Kind::Float).unwrap();
+    // the dense path here (the greedy test runs the 4-bit one)
+    let model = Qwen2::load(&g, Device::Cpu, Kind::Float, Weights::Dense).unwrap();
     let mut cache = docpipe_model::kv_cache::KvCache::new(
         model.config.num_layers,
         128,
