@@ -28,7 +28,7 @@ impl Int4Linear {
     /// From the raw `Q4_K` data of matrices stacked along the output dimension (each
     /// `[rows, cols]`, row-major, `cols` a multiple of 256): `parts` are `(bytes, rows)`.
     pub fn from_q4_k(parts: &[(&[u8], usize)], cols: usize, kind: Kind, device: Device) -> Result<Self, TchError> {
-        if cols % BLOCK != 0 {
+        if !cols.is_multiple_of(BLOCK) {
             return Err(TchError::Shape(format!("Q4_K rows of {cols} values are not whole blocks")));
         }
         let rows: usize = parts.iter().map(|p| p.1).sum();

@@ -3,20 +3,15 @@
 
 use std::str::FromStr;
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum Sampling {
     /// The most likely token (the lowest id on a tie).
+    #[default]
     Greedy,
     /// Softmax of `logits / temperature`, kept to the `top_k` most likely (0: all) and then to
     /// the smallest set whose probability reaches `top_p`, drawn with a generator seeded by
     /// `seed`.
     Random { temperature: f32, top_k: usize, top_p: f32, seed: u64 },
-}
-
-impl Default for Sampling {
-    fn default() -> Self {
-        Self::Greedy
-    }
 }
 
 impl FromStr for Sampling {
