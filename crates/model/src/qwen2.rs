@@ -243,14 +243,17 @@ impl Attention {
         let scale = (d as f64).powf(-0.5);
         let out = match &step.decode {
             // one new token per sequence: every sequence in one padded attention
+            // (the query heads of a KV head as rows of one matrix: no copy of K/V per query head)
             Some(dec) => {
                 let b = dec.keys.size()[0];
                 let (ks, vs) = cache.gather(layer, &dec.keys)?; // [b, len, kv, d]
-                let q = q.f_view([b, 1, h, d])?.f_transpose(1, 2)?;
-                let (ks, vs) = (ks.f_transpose(1, 2)?, vs.f_transpose(1, 2)?);
-                Tensor::f_scaled_dot_product_attention(&q, &ks, &vs, Some(&dec.mask), 0.0, false, scale, true)?
-                    .f_transpose(1, 2)?
-                    .f_reshape([t, h * d])?
+                let q = q.f_view([b, kv, h / kv, d])?;
+                let scores = q.f_matmul(&ks.f_permute([0, 2, 3, 1])?)?.f_to_kind(Kind::Float)?.f_mul_scalar(scale)?;
+                let p = scores
+                    .f_masked_fill(&dec.mask.f_logical_not()?, f64::NEG_INFINITY)?
+                    .f_softmax(-1, Kind::Float)?
+                    .f_to_kind(vs.kind())?;
+                p.f_matmul(&vs.f_permute([0, 2, 1, 3])?)?.f_reshape([t, h * d])?
             }
             // prompt chunks: sequence by sequence, causal within the chunk
             None => {
