@@ -29,7 +29,7 @@ say() { printf 'bench-decode: %s\n' "$*" >&2; }
 if ! "$VENV/bin/python" -c 'import llama_cpp, numpy' 2>/dev/null; then
   say "installing the reference (llama-cpp-python, compiled from source) into $VENV"
   python3 -m venv "$VENV"
-  CMAKE_ARGS="-DGGML_NATIVE=ON" "$VENV/bin/pip" install -q --disable-pip-version-check numpy llama-cpp-python
+  CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_CURL=OFF" "$VENV/bin/pip" install -q --disable-pip-version-check numpy llama-cpp-python
 fi
 
 bench=target/debug/examples/decode_bench

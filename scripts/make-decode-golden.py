@@ -3,7 +3,7 @@
 against. The references are llama.cpp's own code on the same GGUF file:
 
     python3 -m venv ~/.cache/docpipe/decode-ref
-    ~/.cache/docpipe/decode-ref/bin/pip install gguf numpy jinja2 llama-cpp-python
+    CMAKE_ARGS="-DLLAMA_CURL=OFF" ~/.cache/docpipe/decode-ref/bin/pip install gguf numpy jinja2 llama-cpp-python
     ~/.cache/docpipe/decode-ref/bin/python scripts/make-decode-golden.py \\
         --model ~/.cache/docpipe/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \\
         --out tests/golden/qwen2.5-coder-0.5b-q4_k_m.json
