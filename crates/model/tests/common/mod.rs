@@ -2,15 +2,19 @@
 
 use std::path::PathBuf;
 
+/// `$DOCPIPE_HOME`, else `~/.cache/docpipe`.
+fn docpipe_home() -> PathBuf {
+    std::env::var_os("DOCPIPE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/docpipe"))
+}
+
 /// The model directory: `DOCPIPE_MODEL`, else `$DOCPIPE_HOME` or `~/.cache/docpipe`.
 #[allow(dead_code)]
 pub fn model_dir() -> PathBuf {
-    let dir = std::env::var_os("DOCPIPE_MODEL").map(PathBuf::from).unwrap_or_else(|| {
-        let home = std::env::var_os("DOCPIPE_HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/docpipe"));
-        home.join("embeddinggemma-300m")
-    });
+    let dir = std::env::var_os("DOCPIPE_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| docpipe_home().join("embeddinggemma-300m"));
     assert!(
         dir.join("model.safetensors").exists(),
         "model not found at {} — run `make model` or set DOCPIPE_MODEL",
@@ -23,12 +27,9 @@ pub fn model_dir() -> PathBuf {
 /// `$DOCPIPE_HOME/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf`.
 #[allow(dead_code)]
 pub fn small_decoder() -> PathBuf {
-    let path = std::env::var_os("DOCPIPE_DECODER_SMALL").map(PathBuf::from).unwrap_or_else(|| {
-        let home = std::env::var_os("DOCPIPE_HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/docpipe"));
-        home.join("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
-    });
+    let path = std::env::var_os("DOCPIPE_DECODER_SMALL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| docpipe_home().join("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"));
     assert!(path.exists(), "decoder model not found at {} — run `make decoder-small`", path.display());
     path
 }
