@@ -45,13 +45,8 @@ pub struct DecoderArgs {
     pub max_sequences: usize,
 }
 
-/// The default model file: `$DOCPIPE_HOME/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf`.
-fn default_model() -> PathBuf {
-    let home = std::env::var_os("DOCPIPE_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/docpipe"));
-    home.join("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
-}
+/// The default model file, as `make decoder` puts it in `$DOCPIPE_HOME`.
+const DEFAULT_DECODER: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
 
 /// A loaded decoder: the model in an engine, and its tokenizer.
 pub struct Decoder {
@@ -61,7 +56,12 @@ pub struct Decoder {
 
 impl DecoderArgs {
     pub fn load(&self) -> Result<Decoder> {
-        let path = self.model.clone().unwrap_or_else(default_model);
+        let path = match &self.model {
+            Some(p) => p.clone(),
+            None => docpipe_text::model_dir::docpipe_home()
+                .context("neither DOCPIPE_HOME nor HOME is set: pass --decoder FILE.gguf")?
+                .join(DEFAULT_DECODER),
+        };
         if !path.exists() {
             bail!(
                 "decoder model {} not found: run `make decoder` (or scripts/provision.sh decoder), or pass --decoder FILE.gguf",

@@ -167,11 +167,11 @@ impl ChatTokenizer {
     }
 }
 
-/// Turns generated token ids into text as they come: holds back bytes until they form whole
-/// UTF-8 characters (a byte-level token can end inside one).
+/// Turns generated token ids into text as they come: holds back tokens until they decode to
+/// whole UTF-8 characters (a byte-level token can end inside one). Byte-level text is the
+/// concatenation of its tokens' bytes, so only the tokens not yet shown are decoded.
 pub struct TextStream {
-    ids: Vec<u32>,
-    emitted: usize,
+    pending: Vec<u32>,
 }
 
 impl Default for TextStream {
@@ -182,18 +182,18 @@ impl Default for TextStream {
 
 impl TextStream {
     pub fn new() -> Self {
-        Self { ids: Vec::new(), emitted: 0 }
+        Self { pending: Vec::new() }
     }
 
     /// The new text that `id` completes (may be empty).
     pub fn push(&mut self, tok: &ChatTokenizer, id: u32) -> Result<String, ChatError> {
-        self.ids.push(id);
-        let text = tok.decode(&self.ids)?;
-        if text.ends_with('\u{fffd}') {
+        self.pending.push(id);
+        let text = tok.decode(&self.pending)?;
+        // an incomplete character decodes to U+FFFD; wait for the rest (at most 3 more bytes)
+        if text.ends_with('\u{fffd}') && self.pending.len() < 4 {
             return Ok(String::new());
         }
-        let new = text.get(self.emitted..).unwrap_or_default().to_string();
-        self.emitted = text.len();
-        Ok(new)
+        self.pending.clear();
+        Ok(text)
     }
 }

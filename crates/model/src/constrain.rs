@@ -204,7 +204,9 @@ impl<'s> JsonState<'s> {
         s.chars().all(|c| self.push(c))
     }
 
-    /// Feed one character.
+    /// Feed one character. A frame is popped when its value ends; the frame below it (the
+    /// array or object holding the value) then takes the next character, and an empty stack is
+    /// a complete document.
     pub fn push(&mut self, c: char) -> bool {
         let Some(top) = self.stack.pop() else { return false };
         match top {
@@ -239,7 +241,7 @@ impl<'s> JsonState<'s> {
                                 return false;
                             }
                         }
-                        self.after_value()
+                        true
                     }
                     '\\' => {
                         self.stack.push(Frame::Str { options, text, escape: 1 });
@@ -277,7 +279,7 @@ impl<'s> JsonState<'s> {
                         true
                     }
                     // the number ends here; the character belongs to what follows
-                    None if state.complete() => self.after_value() && self.push(c),
+                    None if state.complete() => self.push(c),
                     None => false,
                 }
             }
@@ -288,14 +290,14 @@ impl<'s> JsonState<'s> {
                 }
                 let rest = chars.as_str();
                 if rest.is_empty() {
-                    self.after_value()
+                    true
                 } else {
                     self.stack.push(Frame::Literal(rest));
                     true
                 }
             }
             Frame::Array { item, first } => match c {
-                ']' => self.after_value(),
+                ']' => true,
                 ',' if !first => {
                     self.stack.push(Frame::Array { item, first: false });
                     self.stack.push(Frame::Value(item));
@@ -320,7 +322,7 @@ impl<'s> JsonState<'s> {
                     return true;
                 }
                 if next == props.len() {
-                    return self.after_value(); // that was the closing brace
+                    return true; // that was the closing brace: the object is done
                 }
                 let after = match next + 1 == props.len() {
                     true => "}".to_string(),
@@ -386,12 +388,6 @@ impl<'s> JsonState<'s> {
             }
             _ => false,
         }
-    }
-
-    /// A value just ended: the frame below it (its array or object, if any) takes the next
-    /// character; at the bottom, the document is complete.
-    fn after_value(&mut self) -> bool {
-        true
     }
 }
 

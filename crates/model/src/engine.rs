@@ -283,16 +283,9 @@ impl Engine {
             // share cached full blocks of the prompt, leaving at least one token to compute
             let bs = self.pool.block_size();
             let shareable = (s.tokens.len() - 1) / bs;
-            let shared = self.pool.take_prefix(&s.tokens, shareable);
-            s.computed = shared.len() * bs;
-            let mut parent = None;
-            for (k, chunk) in s.tokens.chunks_exact(bs).take(shared.len()).enumerate() {
-                let h = block_hash(parent, chunk);
-                s.hashes.push(h);
-                parent = Some(h);
-                debug_assert_eq!(k + 1, s.hashes.len());
-            }
-            s.blocks = shared;
+            let (blocks, hashes) = self.pool.take_prefix(&s.tokens, shareable).into_iter().unzip();
+            (s.blocks, s.hashes) = (blocks, hashes);
+            s.computed = s.blocks.len() * bs;
             self.stats.cached_prompt_tokens += s.computed as u64;
             let n = (s.tokens.len() - s.computed).min(budget);
             let upto = s.computed + n;

@@ -461,45 +461,33 @@ pub(crate) fn scale_min_k4(j: usize, q: &[u8]) -> (f32, f32) {
     }
 }
 
-/// `d: f16, dmin: f16, scales: [u8; 12], qs: [u8; 128]`: 8 sub-blocks of 32, each
+/// `Q4_K` is `d: f16, dmin: f16, scales: [u8; 12], qs: [u8; 128]`: 8 sub-blocks of 32, each
 /// `d·scale · nibble − dmin·min`; a 64-value group takes low nibbles then high nibbles of the
 /// same 32 bytes.
 fn q4_k(b: &[u8], y: &mut [f32]) {
-    let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
-    let scales = &b[4..16];
-    let qs = &b[16..144];
-    for g in 0..4 {
-        let q = &qs[32 * g..32 * g + 32];
-        let (s1, m1) = scale_min_k4(2 * g, scales);
-        let (s2, m2) = scale_min_k4(2 * g + 1, scales);
-        let (d1, m1, d2, m2) = (d * s1, dmin * m1, d * s2, dmin * m2);
-        let out = &mut y[64 * g..64 * g + 64];
-        for l in 0..32 {
-            out[l] = d1 * (q[l] & 0x0f) as f32 - m1;
-            out[l + 32] = d2 * (q[l] >> 4) as f32 - m2;
-        }
-    }
+    k_quant(b, None, &b[16..144], y);
 }
 
-/// `d: f16, dmin: f16, scales: [u8; 12], qh: [u8; 32], qs: [u8; 128]`: as `Q4_K` with a fifth
-/// bit per value from `qh` (bit `2g` for the low nibbles of group `g`, `2g + 1` for the high).
+/// `Q5_K` is `Q4_K` with `qh: [u8; 32]` before `qs`: a fifth bit per value (bit `2g` of `qh[l]`
+/// for the low nibbles of group `g`, bit `2g + 1` for the high ones).
 fn q5_k(b: &[u8], y: &mut [f32]) {
+    k_quant(b, Some(&b[16..48]), &b[48..176], y);
+}
+
+/// The 4- and 5-bit k-quants: scales and mins from the 12 bytes after `d` and `dmin`.
+fn k_quant(b: &[u8], qh: Option<&[u8]>, qs: &[u8], y: &mut [f32]) {
     let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
     let scales = &b[4..16];
-    let qh = &b[16..48];
-    let qs = &b[48..176];
+    let high = |l: usize, bit: usize| qh.map_or(0, |h| ((h[l] >> bit) & 1) << 4);
     for g in 0..4 {
         let q = &qs[32 * g..32 * g + 32];
         let (s1, m1) = scale_min_k4(2 * g, scales);
         let (s2, m2) = scale_min_k4(2 * g + 1, scales);
         let (d1, m1, d2, m2) = (d * s1, dmin * m1, d * s2, dmin * m2);
-        let (u1, u2) = (1u8 << (2 * g), 1u8 << (2 * g + 1));
         let out = &mut y[64 * g..64 * g + 64];
         for l in 0..32 {
-            let h1 = if qh[l] & u1 != 0 { 16 } else { 0 };
-            let h2 = if qh[l] & u2 != 0 { 16 } else { 0 };
-            out[l] = d1 * ((q[l] & 0x0f) + h1) as f32 - m1;
-            out[l + 32] = d2 * ((q[l] >> 4) + h2) as f32 - m2;
+            out[l] = d1 * ((q[l] & 0x0f) | high(l, 2 * g)) as f32 - m1;
+            out[l + 32] = d2 * ((q[l] >> 4) | high(l, 2 * g + 1)) as f32 - m2;
         }
     }
 }
@@ -578,6 +566,30 @@ mod tests {
         assert_eq!(y[0], 3.0 - 1.0);
         assert_eq!(y[32], 21.0);
         assert_eq!(y[128], 21.0 * 3.0 - 1.0);
+    }
+
+    #[test]
+    fn q5_k_is_q4_k_plus_a_fifth_bit() {
+        let mut scales = [0u8; 12];
+        scales[0] = 2; // sub-block 0: scale 2, min 0
+        scales[1] = 3; // sub-block 1: scale 3
+        let mut q4 = Vec::from(f16b(1.0));
+        q4.extend(f16b(0.0));
+        q4.extend(scales);
+        q4.extend([0x21u8; 128]); // low nibble 1, high nibble 2
+        let mut q5 = q4[..16].to_vec();
+        let mut qh = [0u8; 32];
+        qh[0] = 0b01; // value 0 (low nibble of group 0) gains 16
+        qh[1] = 0b10; // value 33 (high nibble of group 0) gains 16
+        q5.extend(qh);
+        q5.extend(&q4[16..]);
+        let (mut y4, mut y5) = ([0f32; 256], [0f32; 256]);
+        dequantize_into(GgmlType::Q4K, &q4, &mut y4);
+        dequantize_into(GgmlType::Q5K, &q5, &mut y5);
+        assert_eq!((y4[0], y5[0]), (2.0, 34.0));
+        assert_eq!((y4[33], y5[33]), (6.0, 54.0));
+        assert_eq!(y4[1], y5[1]);
+        assert_eq!(y4[32], y5[32]);
     }
 
     #[test]

@@ -87,8 +87,8 @@ impl BlockPool {
     }
 
     /// The cached blocks holding the longest run of whole leading blocks of `tokens`, taken
-    /// (referenced) for the caller; at most `max_blocks`.
-    pub fn take_prefix(&mut self, tokens: &[u32], max_blocks: usize) -> Vec<u32> {
+    /// (referenced) for the caller, with their chained hashes; at most `max_blocks`.
+    pub fn take_prefix(&mut self, tokens: &[u32], max_blocks: usize) -> Vec<(u32, u64)> {
         let mut out = Vec::new();
         let mut parent = None;
         for chunk in tokens.chunks_exact(self.block_size).take(max_blocks) {
@@ -100,7 +100,7 @@ impl BlockPool {
                 }
             }
             self.refs[b as usize] += 1;
-            out.push(b);
+            out.push((b, h));
             parent = Some(h);
         }
         out
@@ -201,17 +201,17 @@ mod tests {
         pool.publish(a[0], h0);
         pool.publish(a[1], block_hash(Some(h0), &tokens[2..4]));
         // a second sequence with the same prompt takes both blocks
-        let shared = pool.take_prefix(&tokens, 8);
+        let shared: Vec<u32> = pool.take_prefix(&tokens, 8).into_iter().map(|(b, _)| b).collect();
         assert_eq!(shared, a);
         assert_eq!(pool.references(a[0]), 2);
         // a different second block shares only the first
-        assert_eq!(pool.take_prefix(&[1, 2, 9, 9], 8), vec![a[0]]);
+        assert_eq!(pool.take_prefix(&[1, 2, 9, 9], 8), vec![(a[0], h0)]);
         for b in shared.into_iter().chain(a).chain([a[0]]) {
             pool.release(b);
         }
         assert_eq!(pool.free(), 4);
         // freed but not reused: still found
-        assert_eq!(pool.take_prefix(&tokens, 1), vec![a[0]]);
+        assert_eq!(pool.take_prefix(&tokens, 1), vec![(a[0], h0)]);
         assert_eq!(pool.free(), 3);
         // reusing a freed block forgets its contents
         let mut got = Vec::new();
@@ -223,6 +223,6 @@ mod tests {
         for b in got {
             pool.release(b);
         }
-        assert_eq!(pool.take_prefix(&tokens, 8), vec![a[0]]);
+        assert_eq!(pool.take_prefix(&tokens, 8), vec![(a[0], h0)]);
     }
 }

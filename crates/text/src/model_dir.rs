@@ -23,6 +23,14 @@ pub enum ModelDirError {
     Tokenizer { path: PathBuf, message: String },
 }
 
+/// Where provisioning puts models: `$DOCPIPE_HOME`, else `~/.cache/docpipe` (`None` without
+/// either variable).
+pub fn docpipe_home() -> Option<PathBuf> {
+    std::env::var_os("DOCPIPE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/docpipe")))
+}
+
 /// A model directory that has a `config.json`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelDir {
@@ -35,11 +43,7 @@ impl ModelDir {
     pub fn resolve(explicit: Option<&Path>) -> Result<Self, ModelDirError> {
         let path = match explicit {
             Some(d) => d.to_path_buf(),
-            None => std::env::var_os("DOCPIPE_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/docpipe")))
-                .ok_or(ModelDirError::NoHome)?
-                .join(DEFAULT_MODEL),
+            None => docpipe_home().ok_or(ModelDirError::NoHome)?.join(DEFAULT_MODEL),
         };
         Self::open(&path)
     }

@@ -2,11 +2,8 @@
 
 use std::path::PathBuf;
 
-/// `$DOCPIPE_HOME`, else `~/.cache/docpipe`.
 fn docpipe_home() -> PathBuf {
-    std::env::var_os("DOCPIPE_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/docpipe"))
+    docpipe_text::model_dir::docpipe_home().expect("DOCPIPE_HOME or HOME")
 }
 
 /// The model directory: `DOCPIPE_MODEL`, else `$DOCPIPE_HOME` or `~/.cache/docpipe`.
