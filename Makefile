@@ -12,7 +12,7 @@ export DOCPIPE_MODEL ?= $(DOCPIPE_HOME)/embeddinggemma-300m
 SERVICES_ENV := $(DOCPIPE_HOME)/run/env.sh
 CARGO ?= cargo
 
-.PHONY: decoder decoder-small demo test bench bench-decode bench-ocr eval eval-ocr train-clauses learning-curve fault-test provision libtorch model ocr services services-down build
+.PHONY: decoder decoder-small demo test bench bench-decode bench-ocr eval eval-fields eval-ocr train-clauses learning-curve fault-test provision libtorch model ocr services services-down build
 
 provision: libtorch model ocr decoder-small services
 
@@ -60,6 +60,12 @@ PDFS ?= ../shared/corpus/contracts
 FOLDS ?= 0
 eval: provision build
 	source $(SERVICES_ENV) && EVAL_FOLDS=$(FOLDS) scripts/eval.sh "$(LABELS)" "$(PDFS)"
+
+# Contract fields against CUAD's answers: the pipeline on LABELS/PDFS (as `make eval`), then
+# the decoder's answers for each contract and a rule-based baseline, per field. Last line:
+# `fields_accuracy X.XX`. EVAL_BUCKET reuses the documents of `make eval`.
+eval-fields: provision decoder build
+	source $(SERVICES_ENV) && scripts/eval-fields.sh "$(LABELS)" "$(PDFS)"
 
 # Train the shipped clause scorer (crates/clauses/scorers/) on CUAD's training contracts; the
 # embedded segments are cached, so an interrupted run resumes. No services needed.

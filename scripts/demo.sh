@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The end-to-end demo behind `make demo`: render the sample contracts to PDF, upload them (and
 # some of ../shared/corpus/contracts when present) to the local S3 server, run ingest → worker
-# → aggregator, then show per-document status and SQL over the stored embeddings.
+# → aggregator → fields worker, then show per-document status, SQL over the stored embeddings
+# and the extracted contract fields.
 # Expects the services' environment (scripts/services.sh env) and a built target/debug/docpipe.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,8 +34,9 @@ printf '%%PDF-1.7\nthis file was cut off in transit' > "$out/zz-truncated-upload
 echo "== uploading to s3://$BUCKET"
 "$BIN" put --bucket "$BUCKET" "$out"/*.pdf | sed 's/^/   /'
 
-echo "== running the pipeline (ingest → RabbitMQ → worker → RabbitMQ → aggregator → Postgres)"
-"$BIN" run --bucket "$BUCKET"
+echo "== running the pipeline (ingest → RabbitMQ → worker → RabbitMQ → aggregator → Postgres,"
+echo "   then RabbitMQ → fields worker (the decoder) → Postgres)"
+"$BIN" run --bucket "$BUCKET" --fields
 
 if ! command -v psql >/dev/null; then
   echo "== installing the Postgres client (psql)"
@@ -70,6 +72,20 @@ psql_ -c "SELECT left(document, 40) AS document, round(score::numeric, 3) AS sco
                  left(regexp_replace(text, '\s+', ' ', 'g'), 90) AS clause
           FROM contract_clauses WHERE bucket = '$BUCKET' AND category = 'Governing Law' AND present
           ORDER BY score DESC;"
+
+echo "== SQL: contract_fields — the answers the decoder extracted, one row per contract"
+psql_ -c "SELECT left(document, 32) AS document, left(title, 28) AS title, agreement_date, effective_date,
+                 coalesce(expiration_date::text, expiration) AS expires, renewal_term, notice_period,
+                 governing_law, left(parties, 50) AS parties
+          FROM contract_fields WHERE bucket = '$BUCKET' ORDER BY document;"
+
+echo "== SQL: contracts that renew automatically, with their notice period"
+psql_ -c "SELECT left(document, 40) AS document, renewal_term, notice_period, expiration_date
+          FROM contract_fields WHERE bucket = '$BUCKET' AND auto_renews ORDER BY expiration_date NULLS LAST;"
+
+echo "== docpipe fields: one contract's answers with their evidence"
+first_done=$(psql "$DOCPIPE_DATABASE_URL" -X -A -t -c "SELECT key FROM documents WHERE bucket = '$BUCKET' AND fields_status = 'done' ORDER BY key LIMIT 1")
+[ -n "$first_done" ] && "$BIN" fields "$first_done"
 
 echo "== nearest clauses to: \"$QUERY\""
 echo "   (docpipe search embeds the query, then: SELECT ... FROM segments ... ORDER BY embedding <=> \$query LIMIT 5)"

@@ -225,6 +225,10 @@ pub enum Cmd {
     Aggregate {
         #[arg(long, env = "DOCPIPE_PREFETCH", default_value_t = defaults::AGGREGATOR_PREFETCH)]
         prefetch: u16,
+        /// Queue each done document for field extraction on P.fields (run `docpipe
+        /// fields-worker` to take them).
+        #[arg(long, env = "DOCPIPE_FIELDS")]
+        fields: bool,
         #[command(flatten)]
         labels: LabelArgs,
     },
@@ -242,6 +246,14 @@ pub enum Cmd {
         /// Give up waiting for the run after this many seconds.
         #[arg(long, env = "DOCPIPE_RUN_TIMEOUT_S", default_value_t = defaults::RUN_TIMEOUT_S)]
         run_timeout_s: u64,
+        /// Also extract the contract fields (a fields worker with the decoder in this
+        /// process); the run ends when every document's fields are done or failed too.
+        #[arg(long, env = "DOCPIPE_FIELDS")]
+        fields: bool,
+        #[arg(long, env = "DOCPIPE_FIELDS_GROUP", default_value_t = 4)]
+        fields_group: usize,
+        #[command(flatten)]
+        decoder: crate::cmd::generate::DecoderArgs,
     },
     /// Ingest again only the failed documents (of run R, or all of them); needs a worker and an
     /// aggregator running, like `ingest`.
@@ -378,6 +390,51 @@ pub enum Cmd {
         /// string, enum, integer, number, boolean, null, and unions such as ["string", "null"].
         #[arg(long)]
         json_schema: Option<String>,
+        #[command(flatten)]
+        decoder: crate::cmd::generate::DecoderArgs,
+    },
+    /// Generate the contract fields (title, parties, dates, renewal term, notice period,
+    /// governing law) of done documents that lack them, with the decoder, from each
+    /// document's best passages; store them in `document_fields` with the clause scorer's
+    /// presence answers.
+    ExtractFields {
+        /// Only documents of this bucket.
+        #[arg(long, env = "DOCPIPE_BUCKET")]
+        bucket: Option<String>,
+        /// Only this document (id or object key; repeatable).
+        #[arg(long)]
+        document: Vec<String>,
+        /// Extract again documents that have their fields already.
+        #[arg(long)]
+        redo: bool,
+        /// Documents whose questions decode together.
+        #[arg(long, env = "DOCPIPE_FIELDS_GROUP", default_value_t = 4)]
+        group: usize,
+        #[command(flatten)]
+        decoder: crate::cmd::generate::DecoderArgs,
+    },
+    /// The decode role: take documents from P.fields and extract their contract fields
+    /// (several documents' questions decode together), until SIGTERM.
+    FieldsWorker {
+        /// Documents whose questions decode together.
+        #[arg(long, env = "DOCPIPE_FIELDS_GROUP", default_value_t = 4)]
+        group: usize,
+        #[command(flatten)]
+        decoder: crate::cmd::generate::DecoderArgs,
+    },
+    /// A document's fields with their evidence (id or object key).
+    Fields { document: String },
+    /// Field accuracy against CUAD's answers (`make eval-fields`): extract what is missing in
+    /// the bucket, then score the model's answers and a rule-based baseline.
+    EvalFields {
+        /// Labels file in `cuad_labels.tsv` format.
+        #[arg(long)]
+        labels: PathBuf,
+        /// The bucket the labelled PDFs were processed from.
+        #[arg(long)]
+        bucket: String,
+        #[arg(long, env = "DOCPIPE_FIELDS_GROUP", default_value_t = 4)]
+        group: usize,
         #[command(flatten)]
         decoder: crate::cmd::generate::DecoderArgs,
     },

@@ -11,6 +11,10 @@
 //! docpipe status [--run R]                 documents by status, failures
 //! docpipe report [--run R]                 one HTML page: throughput, latency, batches, failures
 //! docpipe generate --prompt P             text from the decoder model (GGUF), streamed
+//! docpipe fields-worker                    P.fields → contract fields (the decoder), for scaling apart
+//! docpipe extract-fields [--bucket B]      contract fields of done documents, by the decoder
+//! docpipe fields DOC                       a document's fields with their evidence
+//! docpipe eval-fields --labels F --bucket B  field accuracy against CUAD (`make eval-fields`)
 //! docpipe migrate                          apply the database migrations
 //! docpipe config                           the effective configuration, secrets redacted
 //! ```
@@ -78,6 +82,9 @@ fn runs_model(cmd: &Cmd) -> bool {
             | Cmd::Search { .. }
             | Cmd::TrainClauses { .. }
             | Cmd::Generate { .. }
+            | Cmd::ExtractFields { .. }
+            | Cmd::EvalFields { .. }
+            | Cmd::FieldsWorker { .. }
     )
 }
 
@@ -85,7 +92,12 @@ fn runs_model(cmd: &Cmd) -> bool {
 fn serves_metrics(cmd: &Cmd) -> bool {
     matches!(
         cmd,
-        Cmd::Ingest { .. } | Cmd::Worker { .. } | Cmd::Aggregate { .. } | Cmd::Run { .. } | Cmd::RetryFailed { .. }
+        Cmd::Ingest { .. }
+            | Cmd::Worker { .. }
+            | Cmd::Aggregate { .. }
+            | Cmd::Run { .. }
+            | Cmd::RetryFailed { .. }
+            | Cmd::FieldsWorker { .. }
     )
 }
 
@@ -124,10 +136,12 @@ async fn dispatch(cli: Cli) -> Result<()> {
         }
         Cmd::RetryFailed { run, ingest } => cmd::ingest::retry_failed(c, run, &ingest).await,
         Cmd::Worker { worker } => cmd::worker::run(c, &worker).await,
-        Cmd::Aggregate { prefetch, labels } => cmd::aggregate::run(c, prefetch, &labels).await,
-        Cmd::Run { source, ingest, worker, labels, run_timeout_s } => {
-            cmd::run::run(c, &source, &ingest, &worker, &labels, Duration::from_secs(run_timeout_s)).await
+        Cmd::Aggregate { prefetch, fields, labels } => cmd::aggregate::run(c, prefetch, fields, &labels).await,
+        Cmd::Run { source, ingest, worker, labels, run_timeout_s, fields, fields_group, decoder } => {
+            let fields = fields.then_some((decoder, fields_group));
+            cmd::run::run(c, &source, &ingest, &worker, &labels, Duration::from_secs(run_timeout_s), fields).await
         }
+        Cmd::FieldsWorker { group, decoder } => cmd::fields::worker(c, &decoder, group).await,
         Cmd::Search { query, top, bucket, category, worker } => {
             cmd::search::run(c, &worker, &query, top, bucket.as_deref(), category.as_deref()).await
         }
@@ -172,6 +186,14 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 json_schema,
             };
             tokio::task::block_in_place(|| cmd::generate::run(&decoder, &opts))
+        }
+        Cmd::ExtractFields { bucket, document, redo, group, decoder } => {
+            let opts = cmd::fields::ExtractOptions { bucket, documents: document, redo, group };
+            cmd::fields::extract(c, &decoder, &opts).await.map(|_| ())
+        }
+        Cmd::Fields { document } => cmd::fields::show(c, &document).await,
+        Cmd::EvalFields { labels, bucket, group, decoder } => {
+            cmd::fields::eval(c, &decoder, &labels, &bucket, group).await
         }
         Cmd::EvalOcr { pdfs, docs, pages_per_doc, ocr } => cmd::eval_ocr::run(&pdfs, docs, pages_per_doc, &ocr).await,
         Cmd::Status { run, watch, interval_s } => cmd::status::run(c, run, watch, interval_s).await,

@@ -7,11 +7,15 @@
 //! dead-lettered; during a database outage the delivery stays unacknowledged and the store is
 //! retried with backoff; a result the database refuses as data fails its document. Dead
 //! letters fail the document they name; one that names none is moved to `P.poison`.
+//!
+//! With `fields` on, each document that turns `done` is queued for field extraction on
+//! `P.fields` (after the commit; a document whose task was lost in a crash between the two is
+//! swept up by the fields workers).
 
 use std::time::{Duration, Instant};
 
 use docpipe_bus::{self as bus, AmqpError, Inbox, Publisher, Topology};
-use docpipe_contract::messages::{ChunkMeta, ChunkResult, SCHEMA_VERSION};
+use docpipe_contract::messages::{ChunkMeta, ChunkResult, FieldsTask, SCHEMA_VERSION};
 use docpipe_contract::status::{DocStatus, Stage};
 use docpipe_ops::metrics::{self, Metrics};
 use docpipe_ops::retry;
@@ -60,6 +64,7 @@ pub async fn run(
     topology: &Topology,
     pool: &PgPool,
     prefetch: u16,
+    fields: bool,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), AggregateError> {
     let queues = [
@@ -76,7 +81,10 @@ pub async fn run(
             _ = shutdown.changed() => break,
         };
         let handled = match queue {
-            0 => handle_result(pool, &delivery, &mut shutdown).await?,
+            0 => {
+                let queue_fields = fields.then_some((&publisher, topology));
+                handle_result(pool, &delivery, queue_fields, &mut shutdown).await?
+            }
             // a dead chunk never got embedded; a dead result never got stored
             1 => handle_dead_letter(pool, &publisher, topology, &delivery, Stage::Embed, &mut shutdown).await?,
             _ => handle_dead_letter(pool, &publisher, topology, &delivery, Stage::Store, &mut shutdown).await?,
@@ -96,6 +104,7 @@ pub async fn run(
 async fn handle_result(
     pool: &PgPool,
     delivery: &Delivery,
+    queue_fields: Option<(&Publisher, &Topology)>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<Handled, AggregateError> {
     let check = |r: &ChunkResult| match r.schema {
@@ -114,6 +123,9 @@ async fn handle_result(
         Stored::Inserted { completed: true } => {
             info!(run_id = %m.run_id, document_id = %m.document_id, chunks = m.count, "document done");
             Metrics::outcome(&metrics.documents_finished, DocStatus::Done.as_str());
+            if let Some((publisher, topology)) = queue_fields {
+                queue_extraction(pool, publisher, topology, m).await;
+            }
             "stored"
         }
         Stored::Inserted { .. } => {
@@ -136,6 +148,20 @@ async fn handle_result(
     };
     Metrics::outcome(&metrics.results, outcome);
     Ok(Handled::Ack)
+}
+
+/// Queue a done document for field extraction. A failure here loses nothing: the document
+/// stays without a fields status, and the fields workers sweep such documents up.
+async fn queue_extraction(pool: &PgPool, publisher: &Publisher, topology: &Topology, m: &ChunkMeta) {
+    let task =
+        FieldsTask { schema: SCHEMA_VERSION, run_id: m.run_id, document_id: m.document_id, generation: m.generation };
+    if let Err(e) = publisher.publish_all(&topology.fields(), &[task]).await {
+        warn!(run_id = %m.run_id, document_id = %m.document_id, error = %e, "cannot queue field extraction; the fields workers will sweep it up");
+        return;
+    }
+    if let Err(e) = docpipe_store::fields::mark_queued(pool, m.document_id).await {
+        warn!(document_id = %m.document_id, error = %e, "field extraction queued, but its status was not recorded");
+    }
 }
 
 /// Store a result, waiting out database outages (the delivery stays unacknowledged meanwhile,

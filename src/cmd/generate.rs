@@ -19,17 +19,17 @@ use docpipe_model::sampling::Sampling;
 pub struct DecoderArgs {
     /// The generative model, a GGUF file (`make decoder` fetches the default,
     /// Qwen2.5-Coder-1.5B-Instruct Q4_K_M, into $DOCPIPE_HOME).
-    #[arg(long = "decoder", env = "DOCPIPE_DECODER")]
+    #[arg(long = "decoder", id = "decoder", env = "DOCPIPE_DECODER")]
     pub model: Option<PathBuf>,
     /// auto, cpu, cuda or cuda:N.
-    #[arg(long = "decoder-device", env = "DOCPIPE_DECODER_DEVICE", default_value = "auto")]
+    #[arg(long = "decoder-device", id = "decoder_device", env = "DOCPIPE_DECODER_DEVICE", default_value = "auto")]
     pub device: String,
     /// Weights and activations: auto (as the embedding model decides), fp32, bf16, fp16 (CUDA).
-    #[arg(long = "decoder-dtype", env = "DOCPIPE_DECODER_DTYPE", default_value = "auto")]
+    #[arg(long = "decoder-dtype", id = "decoder_dtype", env = "DOCPIPE_DECODER_DTYPE", default_value = "auto")]
     pub dtype: String,
     /// Weight matrices: `q4` keeps the GGUF's Q4_K matrices in 4 bits (CPU; the others and any
     /// on CUDA are dequantized), `dense` dequantizes all of them at load.
-    #[arg(long = "decoder-weights", env = "DOCPIPE_DECODER_WEIGHTS", default_value = "q4")]
+    #[arg(long = "decoder-weights", id = "decoder_weights", env = "DOCPIPE_DECODER_WEIGHTS", default_value = "q4")]
     pub weights: Weights,
     /// KV-cache token slots per block.
     #[arg(long, env = "DOCPIPE_KV_BLOCK_SIZE", default_value_t = 16)]
@@ -43,6 +43,10 @@ pub struct DecoderArgs {
     /// The most sequences decoding at once.
     #[arg(long, env = "DOCPIPE_MAX_SEQUENCES", default_value_t = 64)]
     pub max_sequences: usize,
+    /// Share the KV cache of a prompt prefix already computed (a document's context across
+    /// its questions); `false` prefills every prompt whole.
+    #[arg(long, env = "DOCPIPE_PREFIX_REUSE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub prefix_reuse: bool,
 }
 
 /// The default model file, as `make decoder` puts it in `$DOCPIPE_HOME`.
@@ -55,13 +59,18 @@ pub struct Decoder {
 }
 
 impl DecoderArgs {
-    pub fn load(&self) -> Result<Decoder> {
-        let path = match &self.model {
+    /// The model file: `--decoder`, or the default in `$DOCPIPE_HOME`.
+    pub fn model_path(&self) -> Result<PathBuf> {
+        Ok(match &self.model {
             Some(p) => p.clone(),
             None => docpipe_text::model_dir::docpipe_home()
                 .context("neither DOCPIPE_HOME nor HOME is set: pass --decoder FILE.gguf")?
                 .join(DEFAULT_DECODER),
-        };
+        })
+    }
+
+    pub fn load(&self) -> Result<Decoder> {
+        let path = self.model_path()?;
         if !path.exists() {
             bail!(
                 "decoder model {} not found: run `make decoder` (or scripts/provision.sh decoder), or pass --decoder FILE.gguf",
@@ -84,6 +93,7 @@ impl DecoderArgs {
             max_batch_tokens: self.decode_batch_tokens.max(1),
             max_running: self.max_sequences.max(1),
             kv_kind: precision.kind(),
+            prefix_reuse: self.prefix_reuse,
         };
         let engine = Engine::new(model, cfg)?;
         tracing::info!(
@@ -171,7 +181,7 @@ pub fn run(args: &DecoderArgs, o: &Options) -> Result<()> {
                     out.flush()?;
                 }
                 Event::Token { .. } => {}
-                Event::Done { id, finish, tokens } => {
+                Event::Done { id, finish, tokens, .. } => {
                     answers[id as usize] = tokenizer.decode(&tokens)?;
                     let why = match finish {
                         Finish::Stop => "stop token",

@@ -4,6 +4,7 @@ pub mod aggregate;
 pub mod chunks;
 pub mod eval;
 pub mod eval_ocr;
+pub mod fields;
 pub mod generate;
 pub mod ingest;
 pub mod labels;

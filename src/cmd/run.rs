@@ -1,5 +1,6 @@
 //! `docpipe run`: ingest, worker and aggregator in one process (still through RabbitMQ), until
-//! every document of the run is done or failed.
+//! every document of the run is done or failed; with `--fields`, a fields worker too, until
+//! every done document's fields are extracted (or failed).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -13,7 +14,8 @@ use tracing::{info, warn};
 use uuid::Uuid;
 
 use crate::cli::{Common, IngestArgs, LabelArgs, SourceArgs, WorkerArgs};
-use crate::cmd::{aggregate, status, worker};
+use crate::cmd::generate::DecoderArgs;
+use crate::cmd::{aggregate, fields as fields_cmd, status, worker};
 use crate::setup;
 
 /// How often `run` polls the database for its documents.
@@ -26,6 +28,7 @@ pub async fn run(
     worker_args: &WorkerArgs,
     labels: &LabelArgs,
     timeout: Duration,
+    fields: Option<(DecoderArgs, usize)>,
 ) -> Result<()> {
     let started = Instant::now();
     let pool = setup::db(c).await?;
@@ -34,6 +37,13 @@ pub async fn run(
     let worker_cfg = setup::worker_config(worker_args, &model)?;
     setup::ensure_labels(&pool, labels, Some(&model), || setup::load_model(c, worker_args)).await?;
     let ingestor = setup::ingestor(c, ingest, pool.clone(), "docpipe-run", topology).await?;
+    let extractor = match &fields {
+        Some((args, _)) => {
+            let ex = tokio::task::block_in_place(|| fields_cmd::Extractor::load(args))?;
+            Some(Arc::new(tokio::sync::Mutex::new(ex)))
+        }
+        None => None,
+    };
 
     // installed before ingest starts: a signal during ingest ends the run cleanly afterwards
     let stop_signal = docpipe_ops::shutdown_signal();
@@ -43,24 +53,36 @@ pub async fn run(
         let (c, rx) = (c.clone(), stop_rx.clone());
         tokio::spawn(async move { worker::serve(&c, model, worker_cfg, "docpipe-run-worker", rx).await })
     };
+    let with_fields = extractor.is_some();
     let aggregator_task = {
         let (c, pool, rx) = (c.clone(), pool.clone(), stop_rx.clone());
         tokio::spawn(async move {
-            aggregate::serve(&c, pool, defaults::AGGREGATOR_PREFETCH, "docpipe-run-aggregator", rx).await
+            aggregate::serve(&c, pool, defaults::AGGREGATOR_PREFETCH, with_fields, "docpipe-run-aggregator", rx).await
         })
     };
+    let fields_task = extractor.map(|ex| {
+        let (c, pool, rx) = (c.clone(), pool.clone(), stop_rx.clone());
+        let group = fields.as_ref().map_or(1, |f| f.1);
+        tokio::spawn(async move { fields_cmd::serve(&c, pool, ex, group, "docpipe-run-fields", rx).await })
+    });
 
     let run_id = ingestor.start_run("run", &source.bucket, &source.prefix).await?;
     info!(%run_id, bucket = source.bucket, prefix = source.prefix, "run started");
     let summary = ingestor.ingest(run_id, &source.bucket, &source.prefix).await?;
-    let roles = [&worker_task, &aggregator_task];
-    let outcome = wait_for_run(&pool, run_id, timeout, stop_signal, &roles).await;
+    let mut roles = vec![&worker_task, &aggregator_task];
+    roles.extend(fields_task.as_ref());
+    let outcome = wait_for_run(&pool, run_id, timeout, stop_signal, &roles, with_fields).await;
     let _ = stop_tx.send(true);
     let worker_result = worker_task.await;
     let aggregator_result = aggregator_task.await;
+    let fields_result = match fields_task {
+        Some(t) => t.await,
+        None => Ok(()),
+    };
     outcome?;
     worker_result.context("worker task panicked")?;
     aggregator_result.context("aggregator task panicked")?;
+    fields_result.context("fields task panicked")?;
     drop(conn);
     println!(
         "run {run_id}: {} objects, {} queued, {} skipped (unchanged), {} failed at ingest, {} chunks; {:.1} s",
@@ -82,10 +104,18 @@ async fn wait_for_run(
     timeout: Duration,
     mut stop: watch::Receiver<bool>,
     roles: &[&JoinHandle<()>],
+    fields: bool,
 ) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
-        let pending = match docpipe_store::progress::pending_documents(pool, run_id).await {
+        let pending = async {
+            let mut n = docpipe_store::progress::pending_documents(pool, run_id).await?;
+            if fields {
+                n += docpipe_store::fields::pending_in_run(pool, run_id).await?;
+            }
+            Ok::<_, docpipe_store::StoreError>(n)
+        };
+        let pending = match pending.await {
             Ok(n) => n,
             Err(e) => {
                 warn!(%run_id, error = %e, "cannot poll run progress; retrying");

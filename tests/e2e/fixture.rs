@@ -63,16 +63,40 @@ pub async fn start() -> Run {
     // a poison message already waiting in the chunks queue must not stop the run
     publish_poison(&prefix).await;
 
-    let run_args: Vec<String> =
-        ["run", "--bucket", bucket.as_str(), "--chunk-tokens", "512", "--overlap", "64", "--run-timeout-s", "600"]
-            .map(String::from)
-            .to_vec();
+    // with the fields stage, on the small decoder the tests provision
+    let decoder = small_decoder();
+    let run_args: Vec<String> = [
+        "run",
+        "--bucket",
+        bucket.as_str(),
+        "--chunk-tokens",
+        "512",
+        "--overlap",
+        "64",
+        "--run-timeout-s",
+        "900",
+        "--fields",
+        "--decoder",
+        decoder.as_str(),
+    ]
+    .map(String::from)
+    .to_vec();
     let args: Vec<&str> = run_args.iter().map(String::as_str).collect();
     let (out, scrapes, ready) = docpipe_scraped(&args, &prefix);
     assert!(out.status.success(), "docpipe run failed");
 
     let pool = PgPool::connect(&db_url).await.unwrap();
     Run { bucket, prefix, dir, run_args, scrapes, ready, pool, docs: Vec::new() }
+}
+
+/// The 0.5B decoder `make provision` fetches into `$DOCPIPE_HOME`.
+fn small_decoder() -> String {
+    let home = std::env::var("DOCPIPE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env("HOME")).join(".cache/docpipe"));
+    let path = home.join("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    assert!(path.exists(), "{} is missing: run `make provision`", path.display());
+    path.display().to_string()
 }
 
 /// Two good contracts (a long one with non-ASCII text, a short one), a corrupt PDF and a file

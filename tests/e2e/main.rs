@@ -12,6 +12,7 @@ mod fixture;
 mod support;
 
 mod bad_files;
+mod fields;
 mod labels;
 mod metrics;
 mod poison;
@@ -39,6 +40,7 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
     round_trip::chunk_offsets_round_trip_the_text(&run).await;
     segments::segments_are_embedded_in_context_and_alone(&run).await;
     labels::done_documents_are_labelled_and_summarised(&run).await;
+    fields::done_documents_get_their_fields(&run).await;
     search::search_finds_clauses_and_refuses_unknown_categories(&run).await;
 
     // these act on the pipeline again: redeliver a result, re-run the bucket, retry the failed

@@ -88,7 +88,8 @@ pub fn render(dir: &Path, name: &str, text: &str) -> PathBuf {
 /// A contract long enough for several 512-token chunks, with non-ASCII text.
 pub fn long_contract() -> String {
     let mut s = String::from(
-        "SUPPLY AGREEMENT between Société Générale de Pièces (\"Supplier\") and Acme Corp. (\"Buyer\").\n\n",
+        "SUPPLY AGREEMENT between Société Générale de Pièces (\"Supplier\") and Acme Corp. (\"Buyer\"), dated as of \
+         March 3, 2021.\n\n",
     );
     for i in 1..=40 {
         s.push_str(&format!(
@@ -100,6 +101,7 @@ pub fn long_contract() -> String {
             n = 30 + i
         ));
     }
+    s.push_str("41. Governing law. This Agreement shall be governed by and construed in accordance with the laws of the State of Delaware.\n");
     s
 }
 

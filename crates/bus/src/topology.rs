@@ -26,6 +26,10 @@ impl Topology {
     pub fn results(&self) -> String {
         format!("{}.results", self.prefix)
     }
+    /// Documents whose contract fields are to be extracted (the decode workers' queue).
+    pub fn fields(&self) -> String {
+        format!("{}.fields", self.prefix)
+    }
     /// S3 event notifications for `docpipe ingest --listen` (also the name of the direct
     /// exchange bound to it, for brokers' notification targets such as MinIO's).
     pub fn events(&self) -> String {
@@ -45,7 +49,7 @@ impl Topology {
     /// Every queue of the topology, for depth sampling.
     pub fn queues(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for q in [self.chunks(), self.results(), self.events()] {
+        for q in [self.chunks(), self.results(), self.fields(), self.events()] {
             out.push(self.dead_queue(&q));
             out.push(q);
         }
@@ -70,7 +74,7 @@ impl Topology {
         ch.queue_declare(poison.as_str().into(), durable(), quorum)
             .await
             .map_err(op(format!("declare queue {poison}")))?;
-        for queue in [self.chunks(), self.results(), self.events()] {
+        for queue in [self.chunks(), self.results(), self.fields(), self.events()] {
             let dead = self.dead_queue(&queue);
             let mut dead_args = FieldTable::default();
             dead_args.insert("x-queue-type".into(), AMQPValue::LongString("quorum".into()));

@@ -104,6 +104,16 @@ pub struct BatchStats {
     pub queue_wait_ms: f64,
 }
 
+/// aggregator → fields workers: a document whose embeddings and clause labels are stored, to
+/// extract its contract fields from. Extraction stores only for this generation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldsTask {
+    pub schema: u32,
+    pub run_id: Uuid,
+    pub document_id: Uuid,
+    pub generation: i32,
+}
+
 /// Milliseconds since the Unix epoch, for [`ChunkTask::published_ms`].
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)

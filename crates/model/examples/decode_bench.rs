@@ -115,6 +115,7 @@ fn bench(gguf: &str, dtype: &str, prompts: &str, keep_heap: bool) {
         max_batch_tokens: 2048,
         max_running: 64,
         kv_kind: precision.kind(),
+        prefix_reuse: true,
     };
     let mut engine = Engine::new(model, cfg).unwrap_or_else(|e| die(e.to_string()));
     let kv_bytes_per_token = engine.cache().bytes_per_token();

@@ -5,8 +5,10 @@
 //! The schema subset ([`Schema::from_json`]): `object` with `properties` (all of them
 //! generated, in the order of `required`, then the rest by name), `array` of `items`, `string` (optionally an `enum` of strings), `integer`,
 //! `number`, `boolean`, `null`, and `type` lists or `anyOf` of those whose values start with
-//! different characters (`["string", "null"]`, `["integer", "null"]`). Output is compact
-//! JSON: no whitespace outside strings; strings are printable, with JSON's escapes.
+//! different characters (`["string", "null"]`, `["integer", "null"]`). Outside strings the
+//! only whitespace is one optional space after `:` and `,` (as `json.dumps` writes it, and as
+//! models write JSON: forbidding it pushes a model off its own answer); strings are printable,
+//! with JSON's escapes.
 //!
 //! [`JsonState`] is a pushdown automaton over characters; a token is allowed when the
 //! automaton accepts all of its characters ([`TokenTexts`] holds each token's text).
@@ -147,8 +149,8 @@ impl Num {
 
 #[derive(Debug, Clone)]
 enum Frame<'s> {
-    /// A value of this schema is next.
-    Value(&'s Schema),
+    /// A value of this schema is next; `true`: one space may come first.
+    Value(&'s Schema, bool),
     /// Inside a string; `options` narrows an enum to the values that still match.
     Str {
         options: Option<Vec<&'s str>>,
@@ -171,6 +173,7 @@ enum Frame<'s> {
         props: &'s [(String, Schema)],
         next: usize,
         pending: String,
+        space: bool,
     },
 }
 
@@ -182,7 +185,7 @@ pub struct JsonState<'s> {
 
 impl<'s> JsonState<'s> {
     pub fn new(schema: &'s Schema) -> Self {
-        Self { stack: vec![Frame::Value(schema)] }
+        Self { stack: vec![Frame::Value(schema, false)] }
     }
 
     /// Whether the document is complete (a number at the top level completes at the end).
@@ -210,7 +213,11 @@ impl<'s> JsonState<'s> {
     pub fn push(&mut self, c: char) -> bool {
         let Some(top) = self.stack.pop() else { return false };
         match top {
-            Frame::Value(schema) => self.start_value(schema, c),
+            Frame::Value(schema, true) if c == ' ' => {
+                self.stack.push(Frame::Value(schema, false));
+                true
+            }
+            Frame::Value(schema, _) => self.start_value(schema, c),
             Frame::Str { mut options, mut text, escape } => {
                 if escape == 1 {
                     match c {
@@ -300,7 +307,7 @@ impl<'s> JsonState<'s> {
                 ']' => true,
                 ',' if !first => {
                     self.stack.push(Frame::Array { item, first: false });
-                    self.stack.push(Frame::Value(item));
+                    self.stack.push(Frame::Value(item, true));
                     true
                 }
                 c if first => {
@@ -309,16 +316,20 @@ impl<'s> JsonState<'s> {
                 }
                 _ => false,
             },
-            Frame::Object { props, next, pending } => {
+            Frame::Object { props, next, pending, space } => {
                 // `pending` is the fixed text before the next value: `"key":` (with a comma
-                // before all but the first) or the closing brace
+                // before all but the first) or the closing brace; `space`: right after that comma
+                if c == ' ' && space {
+                    self.stack.push(Frame::Object { props, next, pending, space: false });
+                    return true;
+                }
                 let mut chars = pending.chars();
                 if chars.next() != Some(c) {
                     return false;
                 }
                 let rest = chars.as_str().to_string();
                 if !rest.is_empty() {
-                    self.stack.push(Frame::Object { props, next, pending: rest });
+                    self.stack.push(Frame::Object { props, next, pending: rest, space: c == ',' });
                     return true;
                 }
                 if next == props.len() {
@@ -328,8 +339,8 @@ impl<'s> JsonState<'s> {
                     true => "}".to_string(),
                     false => format!(",{}:", key(&props[next + 1].0)),
                 };
-                self.stack.push(Frame::Object { props, next: next + 1, pending: after });
-                self.stack.push(Frame::Value(&props[next].1));
+                self.stack.push(Frame::Object { props, next: next + 1, pending: after, space: false });
+                self.stack.push(Frame::Value(&props[next].1, true));
                 true
             }
         }
@@ -383,7 +394,7 @@ impl<'s> JsonState<'s> {
                     Some((k, _)) => format!("{}:", key(k)),
                     None => "}".to_string(),
                 };
-                self.stack.push(Frame::Object { props, next: 0, pending });
+                self.stack.push(Frame::Object { props, next: 0, pending, space: false });
                 true
             }
             _ => false,
@@ -497,11 +508,22 @@ mod tests {
             r#"{"parties":[],"governing_law":"x","notice_days":-,"#,
             r#"{"parties":[],"governing_law":"x","notice_days":1,"auto_renews":yes"#,
             r#"{"parties":[],"governing_law":"x","notice_days":1,"auto_renews":true,"kind":"lease""#,
-            r#"{"parties":[] ,"#,      // no whitespace outside strings
+            r#"{"parties":[] ,"#, // no whitespace outside strings but after : and ,
+            r#"{"parties":  ["#,  // one space at most
+            r#"{ "parties":"#,
             "{\"parties\":[\"a\nb\"]", // control character in a string
         ] {
             assert!(!prefix(&s, bad), "accepted {bad:?}");
         }
+    }
+
+    #[test]
+    fn one_space_after_colons_and_commas() {
+        let s = schema();
+        let doc = r#"{"parties": ["Acme", "Bob"], "governing_law": "New York", "notice_days": 30, "auto_renews": false, "kind": "nda"}"#;
+        assert!(accepts(&s, doc));
+        let parsed: Value = serde_json::from_str(doc).unwrap();
+        assert_eq!(parsed["governing_law"], "New York");
     }
 
     #[test]

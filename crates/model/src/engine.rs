@@ -22,7 +22,7 @@ use tch::{Kind, TchError};
 use crate::constrain::Constraint;
 use crate::kv_cache::{block_hash, BlockPool, KvCache};
 use crate::qwen2::{Qwen2, SeqInput};
-use crate::sampling::{sample, Rng, Sampling};
+use crate::sampling::{log_prob, sample, Rng, Sampling};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -53,10 +53,20 @@ pub enum Finish {
     Length,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Event {
-    Token { id: u64, token: u32 },
-    Done { id: u64, finish: Finish, tokens: Vec<u32> },
+    Token {
+        id: u64,
+        token: u32,
+    },
+    /// `logprob`: the sum of the generated tokens' log-probabilities under the model's own
+    /// (unconstrained) distribution — what a confidence is computed from.
+    Done {
+        id: u64,
+        finish: Finish,
+        tokens: Vec<u32>,
+        logprob: f64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -71,11 +81,21 @@ pub struct EngineConfig {
     pub max_running: usize,
     /// Precision of the cached keys and values.
     pub kv_kind: Kind,
+    /// Share the cached blocks of a prompt prefix already computed (off: every prompt is
+    /// prefilled whole — for measuring what the sharing saves).
+    pub prefix_reuse: bool,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        Self { block_size: 16, blocks: 1024, max_batch_tokens: 512, max_running: 64, kv_kind: Kind::BFloat16 }
+        Self {
+            block_size: 16,
+            blocks: 1024,
+            max_batch_tokens: 512,
+            max_running: 64,
+            kv_kind: Kind::BFloat16,
+            prefix_reuse: true,
+        }
     }
 }
 
@@ -110,6 +130,8 @@ struct Seq {
     text: String,
     arrived: Instant,
     first_token: Option<Instant>,
+    /// Sum of the generated tokens' log-probabilities.
+    logprob: f64,
 }
 
 impl Seq {
@@ -213,6 +235,7 @@ impl Engine {
             text: String::new(),
             arrived: Instant::now(),
             first_token: None,
+            logprob: 0.0,
             req,
         });
         Ok(())
@@ -269,24 +292,26 @@ impl Engine {
             let mut victim = self.running.pop().expect("running is not empty");
             Self::free(&mut self.pool, &mut victim);
             self.stats.preemptions += 1;
+            docpipe_ops::metrics::get().decoder_preemptions.inc();
             self.waiting.push_front(victim);
             plan.retain(|&(j, _)| j < self.running.len());
         }
         // admit waiting sequences while there is room
         let mut next = 0;
         while budget > 0 && self.running.len() < self.cfg.max_running && next < self.waiting.len() {
-            if self.prefix_in_flight(&self.waiting[next].tokens) {
+            if self.cfg.prefix_reuse && self.prefix_in_flight(&self.waiting[next].tokens) {
                 next += 1;
                 continue;
             }
             let Some(mut s) = self.waiting.remove(next) else { break };
             // share cached full blocks of the prompt, leaving at least one token to compute
             let bs = self.pool.block_size();
-            let shareable = (s.tokens.len() - 1) / bs;
+            let shareable = if self.cfg.prefix_reuse { (s.tokens.len() - 1) / bs } else { 0 };
             let (blocks, hashes) = self.pool.take_prefix(&s.tokens, shareable).into_iter().unzip();
             (s.blocks, s.hashes) = (blocks, hashes);
             s.computed = s.blocks.len() * bs;
             self.stats.cached_prompt_tokens += s.computed as u64;
+            docpipe_ops::metrics::get().decoder_cached_prompt_tokens.inc_by(s.computed as u64);
             let n = (s.tokens.len() - s.computed).min(budget);
             let upto = s.computed + n;
             if !Self::grow(&mut self.pool, &mut s, upto) {
@@ -323,12 +348,18 @@ impl Engine {
         let dt = t0.elapsed();
         self.stats.steps += 1;
         self.stats.forward_time += dt;
+        let metrics = docpipe_ops::metrics::get();
         if decoding {
             self.stats.decode_tokens += new_tokens as u64;
             self.stats.decode_time += dt;
+            metrics.decoder_decode_tokens.inc_by(new_tokens as u64);
+            metrics.decoder_decode_seconds.inc_by(dt.as_secs_f64());
+            metrics.decoder_inter_token_seconds.observe(dt.as_secs_f64());
         } else {
             self.stats.prefill_tokens += new_tokens as u64;
             self.stats.prefill_time += dt;
+            metrics.decoder_prefill_tokens.inc_by(new_tokens as u64);
+            metrics.decoder_prefill_seconds.inc_by(dt.as_secs_f64());
         }
         let mut events = Vec::new();
         let mut rows = logits.into_iter();
@@ -361,6 +392,7 @@ impl Engine {
                 }
             }
             .ok_or(EngineError::Sampling { id: s.req.id })?;
+            s.logprob += log_prob(row, token);
             s.first_token.get_or_insert_with(Instant::now);
             if s.req.stop.contains(&token) {
                 finished.push((j, Finish::Stop));
@@ -377,9 +409,14 @@ impl Engine {
             Self::free(&mut self.pool, &mut s);
             if let Some(t) = s.first_token {
                 self.stats.ttft.push(t - s.arrived);
+                metrics.decoder_ttft_seconds.observe((t - s.arrived).as_secs_f64());
             }
-            events.push(Event::Done { id: s.req.id, finish, tokens: s.generated().to_vec() });
+            events.push(Event::Done { id: s.req.id, finish, tokens: s.generated().to_vec(), logprob: s.logprob });
         }
+        metrics.decoder_running.set(self.running.len() as i64);
+        metrics.decoder_waiting.set(self.waiting.len() as i64);
+        metrics.decoder_kv_blocks_used.set(self.pool.used() as i64);
+        metrics.decoder_kv_blocks_free.set(self.pool.free() as i64);
         Ok(events)
     }
 

@@ -87,6 +87,14 @@ pub fn argmax(logits: &[f32]) -> Option<u32> {
     best.map(|(i, _)| i as u32)
 }
 
+/// `log softmax(logits)[token]`, in f64; `-inf` for a token outside the row.
+pub fn log_prob(logits: &[f32], token: u32) -> f64 {
+    let Some(&x) = logits.get(token as usize) else { return f64::NEG_INFINITY };
+    let max = logits.iter().copied().filter(|v| v.is_finite()).fold(f32::NEG_INFINITY, f32::max) as f64;
+    let sum: f64 = logits.iter().filter(|v| v.is_finite()).map(|&v| (v as f64 - max).exp()).sum();
+    x as f64 - max - sum.ln()
+}
+
 /// The next token under `s` (`rng` advances only for random sampling).
 pub fn sample(logits: &[f32], s: &Sampling, rng: &mut Rng) -> Option<u32> {
     match *s {

@@ -82,7 +82,14 @@ fn engine(cfg: EngineConfig) -> (Engine, ChatTokenizer) {
 }
 
 fn fp32(blocks: usize) -> EngineConfig {
-    EngineConfig { block_size: 16, blocks, max_batch_tokens: 512, max_running: 64, kv_kind: Kind::Float }
+    EngineConfig {
+        block_size: 16,
+        blocks,
+        max_batch_tokens: 512,
+        max_running: 64,
+        kv_kind: Kind::Float,
+        prefix_reuse: true,
+    }
 }
 
 fn greedy(id: u64, prompt: Vec<u32>, max_new_tokens: usize, tok: &ChatTokenizer) -> Request {
@@ -94,7 +101,7 @@ fn greedy(id: u64, prompt: Vec<u32>, max_new_tokens: usize, tok: &ChatTokenizer)
 fn outputs(events: &[Event], stop: u32, n: usize) -> Vec<Vec<u32>> {
     let mut out = vec![Vec::new(); n];
     for e in events {
-        if let Event::Done { id, finish, tokens } = e {
+        if let Event::Done { id, finish, tokens, .. } = e {
             let mut t = tokens.clone();
             if *finish == Finish::Stop {
                 t.push(stop);
@@ -351,7 +358,7 @@ fn the_json_constraint_always_yields_json_of_the_schema() {
     let done = events.iter().filter(|e| matches!(e, Event::Done { .. })).count();
     assert_eq!(done, samplings.len(), "every request ends");
     for e in &events {
-        if let Event::Done { id, finish, tokens } = e {
+        if let Event::Done { id, finish, tokens, .. } = e {
             let out = tok.decode(tokens).unwrap();
             eprintln!("{}: {out}", samplings[*id as usize]);
             assert_eq!(

@@ -60,7 +60,7 @@ pub struct ObjectRow<'a> {
 }
 
 /// Insert or reset the document row (status `extracting`); a re-ingest starts a new
-/// generation and removes the previous generation's pages, chunks, segments and labels in the
+/// generation and removes the previous generation's pages, chunks, segments, labels and fields in the
 /// same transaction. Returns the document id and generation.
 pub async fn upsert_document(pool: &PgPool, run_id: Uuid, obj: &ObjectRow<'_>) -> Result<(Uuid, i32), StoreError> {
     let what = || format!("recording s3://{}/{}", obj.bucket, obj.key);
@@ -75,7 +75,8 @@ pub async fn upsert_document(pool: &PgPool, run_id: Uuid, obj: &ObjectRow<'_>) -
            status = EXCLUDED.status, error = NULL, generation = documents.generation + 1, pages = NULL,
            token_count = NULL, chunk_count = NULL, chunks_done = 0, text = NULL, embedding = NULL, done_at = NULL,
            ingest_started_at = now(), extracted_at = NULL, extract_seconds = NULL, updated_at = now(),
-           ocr_pages = 0, ocr_confidence = NULL, ocr_seconds = NULL, warning = NULL
+           ocr_pages = 0, ocr_confidence = NULL, ocr_seconds = NULL, warning = NULL,
+           fields_status = NULL, fields_error = NULL, fields_at = NULL
          RETURNING id, generation",
     )
     .bind(Uuid::now_v7())
@@ -94,6 +95,7 @@ pub async fn upsert_document(pool: &PgPool, run_id: Uuid, obj: &ObjectRow<'_>) -
         "DELETE FROM chunks WHERE document_id = $1",
         "DELETE FROM segments WHERE document_id = $1",
         "DELETE FROM document_labels WHERE document_id = $1",
+        "DELETE FROM document_fields WHERE document_id = $1",
     ] {
         sqlx::query(sql).bind(id).execute(&mut *tx).await.map_err(ctx(what))?;
     }

@@ -11,6 +11,7 @@
 pub mod chunks;
 pub mod documents;
 pub mod failures;
+pub mod fields;
 pub mod progress;
 pub mod report;
 pub mod search;

@@ -1,0 +1,1899 @@
+//! A rule-based baseline: regular expressions (no model) that pull the answer fields out of a
+//! contract's plain text, reported beside the language-model extraction (and usable as its
+//! fallback).
+//!
+//! The rules were written from how CUAD's *training* contracts phrase these clauses; they are
+//! general patterns, not tuned on any evaluation contract. The text is matched in a working copy
+//! whose whitespace runs are collapsed to one space and whose typographic quotes and dashes are
+//! made plain; a char-offset map leads every match back to the original text, so each answer's
+//! evidence is a range of the caller's text (in Unicode chars, half-open).
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::LazyLock;
+
+use regex::{Regex, RegexBuilder};
+
+/// One field's answer found by the rules: the raw text to normalise (short, like a human answer:
+/// "April 1, 2007", "the State of New York", "successive one year periods", "ninety (90) days")
+/// and the character range (in Unicode chars, 0-based half-open, of the input text) of the
+/// sentence/clause it came from, as evidence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    pub raw: String,
+    pub evidence: Range<usize>,
+}
+
+/// Every field the rules find, keyed by [`crate::Field::key`] ("document_name", "parties",
+/// "agreement_date", "effective_date", "expiration_date", "renewal_term",
+/// "notice_period_to_terminate_renewal", "governing_law"). A field not found is absent.
+pub fn extract(text: &str) -> BTreeMap<&'static str, Found> {
+    let mut out = BTreeMap::new();
+    if text.trim().is_empty() {
+        return out;
+    }
+    let w = Work::new(text);
+
+    if let Some(f) = document_name(text).or_else(|| document_name_from_preamble(&w)) {
+        out.insert("document_name", f);
+    }
+    if let Some(f) = parties(&w) {
+        out.insert("parties", f);
+    }
+    let agreement = agreement_date(&w);
+    if let Some(a) = &agreement {
+        out.insert("agreement_date", w.found(a.raw.clone(), a.evidence.clone()));
+    }
+    if let Some(f) = effective_date(&w, agreement.as_ref()) {
+        out.insert("effective_date", f);
+    }
+    let expiration = expiration_date(&w);
+    let initial_term = expiration.as_ref().and_then(|e| e.1.clone());
+    if let Some((f, _)) = expiration {
+        out.insert("expiration_date", f);
+    }
+    let renewal = renewal_term(&w, initial_term.as_deref());
+    if let Some(r) = &renewal {
+        out.insert("renewal_term", w.found(r.raw.clone(), r.evidence.clone()));
+    }
+    if let Some(f) = notice_period(&w, renewal.as_ref()) {
+        out.insert("notice_period_to_terminate_renewal", f);
+    }
+    if let Some(f) = governing_law(&w) {
+        out.insert("governing_law", f);
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Working copy: collapsed whitespace, plain quotes, and a map back to the original chars.
+
+struct Work {
+    /// The working copy.
+    s: String,
+    /// Where the map to the original restarts: (byte offset in `s`, original char index) at the
+    /// start of each run of working chars whose original chars are consecutive. Runs break only
+    /// where whitespace was collapsed or a char dropped, so the map stays small.
+    anchors: Vec<(usize, usize)>,
+    /// Number of chars in the original text.
+    n_orig: usize,
+}
+
+impl Work {
+    fn new(text: &str) -> Work {
+        let mut s = String::with_capacity(text.len());
+        let mut anchors: Vec<(usize, usize)> = Vec::new();
+        // Original index the next working char would have if it continued the current run.
+        let mut next_orig = usize::MAX;
+        let mut pending_space: Option<usize> = None;
+        let mut n = 0;
+        let mut push = |s: &mut String, c: char, i: usize| {
+            if i != next_orig {
+                anchors.push((s.len(), i));
+            }
+            next_orig = i + 1;
+            s.push(c);
+        };
+        for (i, c) in text.chars().enumerate() {
+            n = i + 1;
+            if c.is_whitespace() || c.is_control() || matches!(c, '\u{feff}' | '\u{200b}' | '\u{00ad}') {
+                if !s.is_empty() && pending_space.is_none() {
+                    pending_space = Some(i);
+                }
+                continue;
+            }
+            if let Some(j) = pending_space.take() {
+                push(&mut s, ' ', j);
+            }
+            let c = match c {
+                '\u{201c}' | '\u{201d}' | '\u{201e}' | '\u{201f}' | '\u{2033}' | '\u{00ab}' | '\u{00bb}'
+                | '\u{ff02}' => '"',
+                '\u{2018}' | '\u{2019}' | '\u{201a}' | '\u{201b}' | '\u{2032}' | '\u{00b4}' | '`' => '\'',
+                '\u{2010}' | '\u{2011}' | '\u{2012}' | '\u{2013}' | '\u{2014}' | '\u{2015}' | '\u{2212}' => '-',
+                c => c,
+            };
+            push(&mut s, c, i);
+        }
+        Work { s, anchors, n_orig: n }
+    }
+
+    /// The original char index of the working char starting at byte `b` (the original length at
+    /// the end).
+    fn orig_char(&self, b: usize) -> usize {
+        let b = floor_cb(&self.s, b);
+        if b >= self.s.len() {
+            return self.n_orig;
+        }
+        let k = self.anchors.partition_point(|&(wb, _)| wb <= b);
+        match k.checked_sub(1).and_then(|i| self.anchors.get(i)) {
+            Some(&(wb, oc)) => oc + self.s.get(wb..b).map_or(0, |r| r.chars().count()),
+            None => 0,
+        }
+    }
+
+    /// The original char range of the working byte range `b0..b1`.
+    fn orig_range(&self, b0: usize, b1: usize) -> Range<usize> {
+        let start = self.orig_char(b0);
+        let b1 = floor_cb(&self.s, b1);
+        let end = match self.s[..b1].chars().next_back() {
+            Some(c) if b1 > b0 => self.orig_char(b1 - c.len_utf8()) + 1,
+            _ => start,
+        };
+        start..end.max(start).min(self.n_orig)
+    }
+
+    /// A [`Found`] whose evidence is the working byte range `ev`.
+    fn found(&self, raw: String, ev: Range<usize>) -> Found {
+        Found { raw, evidence: self.orig_range(ev.start, ev.end) }
+    }
+
+    /// The first `n` bytes (at most), cut at a char boundary.
+    fn head(&self, n: usize) -> &str {
+        &self.s[..floor_cb(&self.s, n.min(self.s.len()))]
+    }
+
+    /// `s[a..b]`, with both ends moved onto char boundaries (never panics).
+    fn slice(&self, a: usize, b: usize) -> &str {
+        slice(&self.s, a, b)
+    }
+
+    /// The sentence around the byte range `b0..b1` (at most 600 bytes either side).
+    fn sentence(&self, b0: usize, b1: usize) -> Range<usize> {
+        sentence_bounds(&self.s, b0, b1, 600)
+    }
+}
+
+fn floor_cb(s: &str, mut i: usize) -> usize {
+    i = i.min(s.len());
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_cb(s: &str, mut i: usize) -> usize {
+    i = i.min(s.len());
+    while i < s.len() && !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+fn slice(s: &str, a: usize, b: usize) -> &str {
+    let a = ceil_cb(s, a);
+    let b = floor_cb(s, b);
+    if a >= b {
+        ""
+    } else {
+        &s[a..b]
+    }
+}
+
+/// Words whose trailing period does not end a sentence.
+const ABBREVIATIONS: &[&str] = &[
+    "inc", "corp", "co", "ltd", "llc", "no", "nos", "mr", "mrs", "ms", "dr", "st", "sec", "art", "para", "e.g", "i.e",
+    "etc", "vs", "v", "pty", "jr", "sr", "plc", "bhd", "sa", "ag", "nv", "bv", "gmbh", "lp", "llp", "int'l", "intl",
+    "dept", "ave", "blvd", "rd", "ste", "fl", "tel", "fax", "approx", "cf", "ref", "sect", "incl", "assoc", "bros",
+    "mfg", "natl", "u.s", "u.k", "n.a", "s.a", "l.p", "l.l.c", "b.v", "n.v", "p.c", "a.g",
+];
+
+/// Whether the `.`/`?`/`!` at byte `i` ends a sentence.
+fn is_sentence_end(s: &str, i: usize) -> bool {
+    let b = s.as_bytes();
+    let Some(&c) = b.get(i) else { return false };
+    if !matches!(c, b'.' | b'?' | b'!') {
+        return false;
+    }
+    // Followed by the end, or by a space and something that can open a sentence.
+    match b.get(i + 1) {
+        None => return true,
+        Some(b' ') => {}
+        _ => return false,
+    }
+    let next = s.get(i + 2..).and_then(|r| r.chars().next());
+    match next {
+        None => return true,
+        Some(n) if n.is_uppercase() || n.is_ascii_digit() || matches!(n, '"' | '\'' | '[') => {}
+        _ => return false,
+    }
+    if c != b'.' {
+        return true;
+    }
+    // The word before the period: an abbreviation or an initial does not end a sentence.
+    let before = &s[ceil_cb(s, i.saturating_sub(40))..i];
+    let word_start = before.rfind([' ', '(', '"', ',']).map_or(0, |p| p + 1);
+    let word = &before[word_start..];
+    // An initial ("J."), or an abbreviation with inner periods ("U.S.A.", "N.V.").
+    if word.chars().count() <= 1 || word.contains('.') {
+        return false;
+    }
+    let lower = word.to_lowercase();
+    !ABBREVIATIONS.contains(&lower.as_str())
+}
+
+/// The sentence around bytes `b0..b1` of `s`, at most `max` bytes either side.
+fn sentence_bounds(s: &str, b0: usize, b1: usize, max: usize) -> Range<usize> {
+    let b0 = floor_cb(s, b0);
+    let b1 = ceil_cb(s, b1.max(b0));
+    let lo = ceil_cb(s, b0.saturating_sub(max));
+    let hi = floor_cb(s, b1.saturating_add(max));
+    let bytes = s.as_bytes();
+    let mut start = lo;
+    let mut p = b0;
+    while p > lo {
+        p -= 1;
+        if matches!(bytes[p], b'.' | b'?' | b'!') && is_sentence_end(s, p) {
+            start = (p + 2).min(b0);
+            break;
+        }
+    }
+    if start == lo && lo > 0 {
+        // Cut mid-text: start at the next word.
+        if let Some(sp) = s[lo..b0].find(' ') {
+            start = lo + sp + 1;
+        }
+    }
+    let mut end = hi;
+    let mut p = b1;
+    while p < hi {
+        if matches!(bytes[p], b'.' | b'?' | b'!') && is_sentence_end(s, p) {
+            end = p + 1;
+            break;
+        }
+        p += 1;
+    }
+    start.min(b0)..end.max(b1)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pattern pieces.
+
+const MONTH: &str = r"(?:January|February|March|April|May|June|July|August|September|October|November|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\.?";
+/// A day number; PDF text often splits a superscript suffix ("1s t").
+const ORD: &str = r"\d{1,2}(?:\s?(?:s\s?t|n\s?d|r\s?d|t\s?h))?";
+const YEAR: &str = r"(?:1[89]\d{2}|20\d{2})\b";
+
+/// A date as contracts write it (blanks for a date left to fill in included).
+static DATE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        r"(?:\b(?:{ORD}|_{{2,}})\s+day\s+of\s+(?:{MONTH}|_{{2,}})\s*,?\s*(?:in\s+the\s+year\s+)?(?:A\.?D\.?\s*)?{YEAR}|\b{MONTH}\s*(?:{ORD}|_{{2,}})\s*,?\s*{YEAR}|\b{ORD}(?:\s+of)?\s+{MONTH}\s*,?\s*{YEAR}|\b\d{{1,2}}/\d{{1,2}}/(?:\d{{4}}|\d{{2}})\b|\b\d{{1,2}}-\d{{1,2}}-(?:\d{{4}}|\d{{2}})\b|\b\d{{1,2}}\.\d{{1,2}}\.(?:19|20)\d{{2}}\b|\b(?:19|20)\d{{2}}-\d{{1,2}}-\d{{1,2}}\b|_{{3,}}\s*,?\s*{YEAR})"
+    )
+});
+
+const NUMWORD: &str = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred)";
+
+/// A length of time: "ninety (90) days", "(6) months", "one-year", "12 calendar months".
+static DUR: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        r"(?:(?:\b(?:{NUMWORD}(?:[\s-]+(?:and[\s-]+)?{NUMWORD})*|\d{{1,4}})(?:\s*\(\s*\d{{1,4}}\s*\))?|\(\s*\d{{1,4}}\s*\))[\s-]*(?:(?:calendar|business|full|consecutive|contract|working|fiscal)[\s-]+)?(?:years?|months?|weeks?|days?)\b)"
+    )
+});
+
+/// Compiles a pattern after substituting `{DATE}` and `{DUR}`. Patterns are constants, so a
+/// failure is a programming error caught by the tests.
+fn re(p: &str) -> Regex {
+    let p = p.replace("{DATE}", &DATE).replace("{DUR}", &DUR);
+    RegexBuilder::new(&p).size_limit(64 << 20).dfa_size_limit(16 << 20).build().expect("valid built-in pattern")
+}
+
+static DATE_RE: LazyLock<Regex> = LazyLock::new(|| re(r"(?i){DATE}"));
+static DUR_RE: LazyLock<Regex> = LazyLock::new(|| re(r"(?i){DUR}"));
+
+// ---------------------------------------------------------------------------------------------
+// Document name.
+
+static TITLE_KEYWORD: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:agreements?|contract|licen[cs]e|lease|amendment|addendum|note|plan|terms|memorandum|arrangement|deed|indenture|supplement|protocol|charter|undertaking|statement\s+of\s+work)\b",
+    )
+});
+static TITLE_SKIP: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)confidential\s+treatment|\bomitted\b|\[\s*\*|\*\s*\*\s*\*|securities\s+and\s+exchange|rule\s+24b|^confidential\b\s*(?:[-:]|$)|execution\s+(?:copy|version)|^draft\b|\bpage\s+\d|^source:|https?://|www\.|^this\b|^whereas\b|^now,?\s+therefore|^table\s+of\s+contents|^(?:article|section)\s+\d|\bdated\b|\bbetween\b|\bis\s+made\b|^\d+(?:\.\d*)?\s|^(?:contract|agreement)\s+(?:no\b|number|#)|\bno\.?\s*:\s*\w",
+    )
+});
+static TITLE_LEAD: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^(?:(?:exhibit|ex\.|ex-|schedule|annex|appendix|attachment)\s*[-\w.()]*\s*[-:.]?\s*|\[[^\]]{0,60}\]\s*|(?:execution\s+)?version\s+)*",
+    )
+});
+/// A title line that is only "AMENDMENT NO. 2" (the agreement it amends follows).
+static TITLE_HEADER_ONLY: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^(?:[\w-]+\s+)?(?:amendment|addendum|supplement|amended\s+and\s+restated)(?:\s+(?:no\.?|number|#)\s*[\w.-]+)?$",
+    )
+});
+static TITLE_RUN_ON: LazyLock<Regex> =
+    LazyLock::new(|| re(r#"(?i)\s*\(\s*(?:the\s+|this\s+)?"|,\s*dated\b|\s+dated\s+as\s+of\b|,\s*d$"#));
+static TITLE_PREAMBLE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(?:This|THIS)\s+((?:[A-Z][A-Za-z&'-]*,?\s+(?:(?:and|of|for|AND|OF|FOR)\s+)?){1,7}(?i:agreement|contract|licen[cs]e|lease|amendment|addendum|memorandum|plan))\b",
+    )
+});
+
+/// Small words that title case leaves lower-case.
+const SMALL_WORDS: &[&str] = &[
+    "a", "an", "and", "as", "at", "by", "for", "from", "in", "into", "of", "on", "or", "the", "to", "with", "between",
+    "among", "under", "no", "&",
+];
+
+fn looks_like_title(t: &str) -> bool {
+    let words: Vec<&str> = t.split_whitespace().collect();
+    if words.is_empty() || words.len() > 14 {
+        return false;
+    }
+    let letters = t.chars().filter(|c| c.is_alphabetic()).count();
+    if letters < 4 {
+        return false;
+    }
+    let upper = t.chars().filter(|c| c.is_uppercase()).count();
+    if upper * 10 >= letters * 8 {
+        return true;
+    }
+    let mut significant = 0;
+    let mut capitalised = 0;
+    for wd in words {
+        let wd = wd.trim_matches(|c: char| !c.is_alphanumeric());
+        if wd.is_empty() || SMALL_WORDS.contains(&wd.to_lowercase().as_str()) {
+            continue;
+        }
+        significant += 1;
+        if wd.chars().next().is_some_and(|c| c.is_uppercase() || c.is_ascii_digit()) {
+            capitalised += 1;
+        }
+    }
+    if significant > 0 && capitalised == significant {
+        return true;
+    }
+    // A short title with one word left lower-case ("Distributorship agreement", "e-business Hosting
+    // Agreement").
+    let first = t.split_whitespace().next().unwrap_or("");
+    let first_ok = first.chars().next().is_some_and(|c| c.is_uppercase()) || first.contains('-');
+    t.split_whitespace().count() <= 5 && first_ok && capitalised * 2 >= significant && !t.ends_with('.')
+}
+
+fn clean_title(t: &str) -> String {
+    let t = t.split_whitespace().collect::<Vec<_>>().join(" ");
+    // A title line that runs on into the preamble: stop at a defined term or "dated".
+    let t = match TITLE_RUN_ON.find(&t) {
+        Some(m) if m.start() > 0 => t[..m.start()].to_string(),
+        _ => t,
+    };
+    let t = t.trim_matches(|c: char| {
+        c.is_whitespace() || matches!(c, '.' | ',' | ';' | ':' | '-' | '*' | '"' | '\'' | '_' | '(' | '[')
+    });
+    t.to_string()
+}
+
+/// One non-empty line near the top, as a title candidate.
+struct TitleLine<'a> {
+    /// The line without surrounding space, an exhibit label or a bracketed logo note.
+    body: &'a str,
+    /// Char offset and char length of `body` in the original text.
+    start: usize,
+    len: usize,
+    /// Upper- or title-case, not a header/notice line.
+    usable: bool,
+}
+
+/// Words that leave a title unfinished at a line break ("AMENDMENT NO. 3 TO THE" / "... AGREEMENT").
+const TITLE_GLUE: &[&str] = &["to", "of", "and", "for", "the", "&", "-", "on", "in", "under", "with"];
+
+fn first_word_lower(t: &str) -> String {
+    t.split_whitespace().next().unwrap_or("").to_lowercase()
+}
+
+fn last_word_lower(t: &str) -> String {
+    t.split_whitespace().last().unwrap_or("").to_lowercase()
+}
+
+fn title_lines(text: &str) -> Vec<TitleLine<'_>> {
+    const LIMIT: usize = 2000;
+    let mut out = Vec::new();
+    let mut off = 0usize;
+    for line in text.split('\n') {
+        if off >= LIMIT || out.len() >= 80 {
+            break;
+        }
+        let line_chars = line.chars().count();
+        let lead = line.chars().take_while(|c| c.is_whitespace()).count();
+        let trimmed = line.trim();
+        let start = off + lead;
+        off += line_chars + 1;
+        if trimmed.is_empty() {
+            continue;
+        }
+        // Strip an exhibit label, a bracketed note ("[LOGO]") or "VERSION" left from "EXECUTION VERSION".
+        let cut = TITLE_LEAD.find(trimmed).map_or(0, |m| m.end());
+        let body = &trimmed[cut..];
+        let body_start = start + trimmed[..cut].chars().count();
+        let body_len = body.chars().count();
+        let words = body.split_whitespace().count();
+        let collapsed_len = body.split_whitespace().map(|w| w.chars().count() + 1).sum::<usize>();
+        let usable = !body.is_empty()
+            && collapsed_len <= 160
+            && words <= 16
+            && !TITLE_SKIP.is_match(body)
+            && looks_like_title(body);
+        out.push(TitleLine { body, start: body_start, len: body_len, usable });
+    }
+    out
+}
+
+fn all_upper(t: &str) -> bool {
+    t.chars().filter(|c| c.is_alphabetic()).all(|c| c.is_uppercase())
+}
+
+/// The title: the first line near the top that is upper- or title-case and names a kind of
+/// agreement, joined with a neighbouring line when the title is broken over two or three.
+fn document_name(text: &str) -> Option<Found> {
+    let lines = title_lines(text);
+    let i = lines.iter().position(|l| l.usable && TITLE_KEYWORD.is_match(l.body))?;
+    let mut first = i;
+    let cur = &lines[i];
+    let short_upper = cur.body.split_whitespace().count() <= 2 && all_upper(cur.body);
+    if i > 0 && (short_upper || TITLE_GLUE.contains(&first_word_lower(cur.body).as_str())) {
+        let p = &lines[i - 1];
+        let fragment = p.usable
+            && all_upper(p.body)
+            && p.body.split_whitespace().count() <= 8
+            && !p.body.chars().any(|c| c.is_ascii_digit());
+        if fragment {
+            first = i - 1;
+        }
+    }
+    let mut last = i;
+    let mut joined: Vec<&str> = lines[first..=i].iter().map(|l| l.body).collect();
+    while last + 1 < lines.len() && last < i + 3 {
+        let next = &lines[last + 1];
+        let so_far = joined.join(" ");
+        let dangling = TITLE_GLUE.contains(&last_word_lower(&so_far).as_str()) || so_far.ends_with(',');
+        let continues = TITLE_GLUE.contains(&first_word_lower(next.body).as_str());
+        let header_only = TITLE_HEADER_ONLY.is_match(&so_far) && TITLE_KEYWORD.is_match(next.body);
+        let glue_only = next.body.split_whitespace().all(|w| TITLE_GLUE.contains(&w.to_lowercase().as_str()));
+        let usable = next.usable || glue_only;
+        if usable && next.body.split_whitespace().count() <= 12 && (dangling || continues || header_only) {
+            joined.push(next.body);
+            last += 1;
+        } else {
+            break;
+        }
+    }
+    let raw = clean_title(&joined.join(" "));
+    if raw.chars().filter(|c| c.is_alphabetic()).count() < 4 {
+        return None;
+    }
+    let end = lines[last].start + lines[last].len;
+    Some(Found { raw, evidence: lines[first].start..end })
+}
+
+/// Fallback title: the agreement named in the opening sentence ("This Distribution Agreement
+/// (the "Agreement") is made ...").
+fn document_name_from_preamble(w: &Work) -> Option<Found> {
+    let head = w.head(4000);
+    let c = TITLE_PREAMBLE.captures(head)?;
+    let m = c.get(1)?;
+    let raw = clean_title(m.as_str());
+    Some(w.found(raw, w.sentence(m.start(), m.end())))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parties.
+
+static PARTY_START: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:by\s+and\s+between|by\s+and\s+among|between|among(?:st)?|(?:entered\s+into|made|executed)\s+by)\b\s*:?\s*",
+    )
+});
+static PARTY_CONTEXT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:agreements?|contract|amendment|lease|licen[cs]e|memorandum|addendum|made|entered|executed|dated|concluded)\b",
+    )
+});
+static PARTY_STOP: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i:\bwhereas\b|\brecitals?\b|\bwitnesseth\b|\bw\s?i\s?t\s?n\s?e\s?s\s?s\s?e\s?t\s?h\b|\bnow,?\s+therefore\b|\bin\s+consideration\s+of\b|\bpreamble\b|\bthe\s+parties\s+(?:hereto\s+)?(?:hereby\s+)?agree\b)|\bBACKGROUND\b|\bBackground\b\s*:?",
+    )
+});
+/// A defined term: `(the "Company")`, `("Licensee")`, `, hereinafter referred to as "Agent"`,
+/// `(hereinafter Licensee)`.
+static DEFINED_TERM: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?P<paren>\([^()"]{0,80}"[^"()]{1,60}"[^()]{0,160}\))|(?P<here>,?\s*\b(?i:hereinafter|hereafter)\b[^"()]{0,40}"[^"]{1,60}")|(?P<unq>\(\s*(?i:hereinafter|herein|hereafter)\s+(?i:referred\s+to\s+as\s+|called\s+|known\s+as\s+)?(?i:the\s+)?(?P<role>[A-Z][\w&-]*(?:\s+[A-Z][\w&-]*){0,3})\s*\))"#,
+    )
+});
+static QUOTED: LazyLock<Regex> = LazyLock::new(|| re(r#""\s*([^"]{1,60}?)\s*""#));
+static NAME_LEAD: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^(?:\s|[,;:.)]|\band\b|&|\bby\b|\bbetween\b|\bamong(?:st)?\b|\(\s*(?:\d{1,2}|[a-h]|[ivx]{1,4})\s*\)|\d{1,2}[.)]\s)*",
+    )
+});
+static NAME_CUT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?:,\s*(?i:an?|the)\s|\s(?-i:an?)\s|,\s*(?i:having|with|whose|located|organi[sz]ed|incorporated|existing|established|acting|registered|residing|domiciled|duly|its|on\s+behalf|which|who|doing\s+business|address|principal|company\s+(?:no|number|registration)|\d)|\s+(?i:with\s+(?:its|a|an|offices?|principal|registered|an\s+address)\b|whose\s|having\s+(?:its|a|an)\s|located\s+at|residing\s+at|of\s+\d|organi[sz]ed\s+under|incorporated\s+under|hereinafter\b|herein\s+referred|on\s+the\s+one\s+hand|on\s+the\s+other\s+hand)|\s*\((?i:an?|the|as|on|for|formerly|acting|hereinafter|herein|each|individually|collectively|together|jointly|registration|company\s+no|reg)\b|\s*;)",
+    )
+});
+static NAME_TAIL_CUT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i),\s*(?:dated|effective|as\s+of|on|for|to|in|whereby|pursuant|under|which|regarding|each|collectively)\b|\.\s+[A-Z]|\s+(?:dated|effective\s+as\s+of|as\s+of|for\s+the\s+purpose|whereby|pursuant\s+to)\b|\.$",
+    )
+});
+static GENERIC_ROLE: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)^(?:party|parties|agreement|this\s+agreement|effective\s+date|each|both|either|contract|amendment)$")
+});
+
+/// A chunk that opens with the previous party's description rather than a name.
+static DESCRIPTION_START: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^(?:an?\s|the\s+(?:laws|state)\b|with\s|whose\s|having\s|located\s|organi[sz]ed|incorporated|existing|its\s|on\s+(?:her|his|its)\s+own|acting|represented|duly|\d+\s|registered|residing|doing\s+business|having)",
+    )
+});
+/// "and <Name>" inside a description ("... New York, NY 10018 and ebix.com, Inc.").
+static AND_NAME: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\b(?i:and),?\s+(?P<n>(?:the\s+|The\s+)?(?:[A-Z0-9]|[a-z][\w.-]*[A-Z.]))"));
+/// ", <Name>" inside a description without an address ("a Pennsylvania corporation, Gulf Houghton ...").
+static COMMA_NAME: LazyLock<Regex> = LazyLock::new(|| re(r",\s+(?P<n>[A-Z])"));
+static BETWEEN_ANY: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b(?:between|among(?:st)?)\b"));
+
+fn clean_party_name(chunk: &str) -> String {
+    let mut c = chunk;
+    if let Some(m) = BETWEEN_ANY.find_iter(c).last() {
+        c = &c[m.end()..];
+    }
+    let lead = NAME_LEAD.find(c).map_or(0, |m| m.end());
+    c = &c[lead..];
+    if DESCRIPTION_START.is_match(c) {
+        // The previous party's description, then this party's name.
+        if let Some(n) = AND_NAME.captures(c).and_then(|m| m.name("n")) {
+            c = &c[n.start()..];
+        } else if !c.chars().any(|ch| ch.is_ascii_digit()) {
+            match COMMA_NAME.captures(c).and_then(|m| m.name("n")) {
+                Some(n) => c = &c[n.start()..],
+                None => return String::new(),
+            }
+        } else {
+            return String::new();
+        }
+    }
+    let mut name = c;
+    if let Some(m) = NAME_CUT.find(name) {
+        name = &name[..m.start()];
+    }
+    let name = name.trim_matches(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | ':' | '"' | '\'' | '('));
+    // A lone closing parenthesis with no opening one is debris.
+    let name = if name.ends_with(')') && !name.contains('(') { name.trim_end_matches(')').trim_end() } else { name };
+    name.to_string()
+}
+
+fn plausible_name(name: &str) -> bool {
+    let n = name.chars().count();
+    (2..=160).contains(&n) && name.chars().any(|c| c.is_alphabetic()) && name.split_whitespace().count() <= 20
+}
+
+/// A name found without a defined term must look like one: capitalised and short.
+fn plausible_bare_name(name: &str) -> bool {
+    plausible_name(name)
+        && name.len() <= 120
+        && name.split_whitespace().count() <= 10
+        && name.chars().next().is_some_and(|c| c.is_uppercase() || c.is_ascii_digit())
+}
+
+/// The parties named in `seg` (the text after one "between"/"among"); `allow_bare` lets a
+/// segment without defined terms give "X and Y".
+fn parties_in(seg: &str, allow_bare: bool) -> Vec<(String, Vec<String>)> {
+    let mut list: Vec<(String, Vec<String>)> = Vec::new();
+    let mut prev = 0usize;
+    for c in DEFINED_TERM.captures_iter(seg) {
+        let Some(m) = c.get(0) else { continue };
+        let chunk = &seg[prev..m.start()];
+        prev = m.end();
+        let mut roles: Vec<String> = Vec::new();
+        if let Some(r) = c.name("role") {
+            roles.push(r.as_str().trim().to_string());
+        } else {
+            for q in QUOTED.captures_iter(m.as_str()) {
+                if let Some(t) = q.get(1) {
+                    let t = t.as_str().trim().trim_end_matches(['.', ',']).trim();
+                    if !t.is_empty() && !GENERIC_ROLE.is_match(t) && !roles.iter().any(|r| r == t) {
+                        roles.push(t.to_string());
+                    }
+                }
+            }
+        }
+        if roles.is_empty() {
+            continue;
+        }
+        let name = clean_party_name(chunk);
+        if plausible_name(&name) {
+            list.push((name, roles));
+        } else if name.is_empty() {
+            // A second defined term for the party just named.
+            if let Some(last) = list.last_mut() {
+                for r in roles {
+                    if !last.1.contains(&r) {
+                        last.1.push(r);
+                    }
+                }
+            }
+        }
+        if list.len() >= 8 {
+            break;
+        }
+    }
+    if list.is_empty() && allow_bare {
+        // No defined terms: "between X and Y."
+        let lead = NAME_LEAD.find(seg).map_or(0, |m| m.end());
+        let body = &seg[lead..];
+        if let Some(and) = AND_SPLIT.find(body) {
+            let first = clean_party_name(&body[..and.start()]);
+            let mut second = &body[and.end()..];
+            if let Some(m) = NAME_TAIL_CUT.find(second) {
+                second = &second[..m.start()];
+            }
+            let second = clean_party_name(second);
+            if plausible_bare_name(&first) && plausible_bare_name(&second) {
+                list.push((first, Vec::new()));
+                list.push((second, Vec::new()));
+            }
+        }
+    }
+    list
+}
+
+/// Parties from the preamble: "by and between X (the "Company") and Y ("Licensee")", as
+/// `X ("Company"); Y ("Licensee")`.
+fn parties(w: &Work) -> Option<Found> {
+    let head = w.head(8000);
+    let starts = PARTY_START.find_iter(head).filter(|m| {
+        let before = w.slice(m.start().saturating_sub(600), m.start());
+        PARTY_CONTEXT.is_match(before) || m.start() < 300
+    });
+    for start in starts.take(5) {
+        let seg_start = start.end();
+        // The segment runs to the end of the sentence (or the recitals), at most 2000 bytes.
+        let mut seg_end = sentence_bounds(&w.s, seg_start, seg_start, 2000).end;
+        if let Some(stop) = PARTY_STOP.find(w.slice(seg_start, seg_end)) {
+            seg_end = seg_start + stop.start();
+        }
+        let seg = w.slice(seg_start, seg_end);
+        if seg.is_empty() {
+            continue;
+        }
+        let list = parties_in(seg, start.start() < 3000);
+        if list.is_empty() {
+            continue;
+        }
+        let raw = list
+            .iter()
+            .map(|(name, roles)| {
+                if roles.is_empty() {
+                    name.clone()
+                } else {
+                    let r: Vec<String> = roles.iter().map(|r| format!("\"{r}\"")).collect();
+                    format!("{name} ({})", r.join(", "))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let ev_start = sentence_bounds(&w.s, start.start(), start.end(), 400).start;
+        return Some(w.found(raw, ev_start..seg_end));
+    }
+    None
+}
+
+static AND_SPLIT: LazyLock<Regex> = LazyLock::new(|| re(r"(?i),?\s+and\s+"));
+
+// ---------------------------------------------------------------------------------------------
+// Dates.
+
+static SPLIT_ORDINAL: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)\b(\d{1,2})\s?(s)\s?(t)\b|\b(\d{1,2})\s?(n)\s?(d)\b|\b(\d{1,2})\s?(r)\s?(d)\b|\b(\d{1,2})\s?(t)\s?(h)\b")
+});
+
+/// A date as written, with a superscript suffix that PDF text split ("1s t day") put back
+/// together ("1st day").
+fn tidy_date(raw: &str) -> String {
+    let joined = SPLIT_ORDINAL
+        .replace_all(raw, |c: &regex::Captures<'_>| c.iter().skip(1).flatten().map(|m| m.as_str()).collect::<String>());
+    joined.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+struct DateHit {
+    raw: String,
+    /// Working byte range of the evidence sentence.
+    evidence: Range<usize>,
+}
+
+static AD_TRIGGER: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:dated|made|entered\s+into|executed|concluded|signed|effective|as\s+of|agreements?|amendment|contract|lease|addendum|memorandum|licen[cs]e|updated|revised)\b",
+    )
+});
+static AD_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)(?:\bon|\bas\s+of|\bdated|\bdate|\beffective|\bthis|\bthe|\bof|\bmade|\binto|\bfrom|\bexecuted|\bsigned|,|:|\()\s*$",
+    )
+});
+static AD_BAD_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)(?:\b(?:filed|amended|restated|expir\w*|terminat\w*|through|until|ending|ended|end|prior\s+to|before|after|since|commenc\w*|begin\w*|effective\s+date|termination\s+date|expiration\s+date)\b[^.]{0,12}|\b(?:form|exhibit)\b[^.]{0,30}|\bsource\s*:[^:]{0,100})$",
+    )
+});
+/// The date of another agreement this one amends or refers to ("to the Supply Agreement dated
+/// April 1, 2017", "have previously entered into the Agreement dated ...").
+static AD_OTHER_AGREEMENT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?i)(?:\b(?:to|under|of|amends?|amending|amend|modif(?:y|ies)|supplements?|replaces?)\s+(?:the|that\s+certain|that|a|an|said)\s+(?:[\w&,'"()-]+\s+){0,10}?(?:agreement|contract|lease|license)\b(?:\s*\([^)]{0,40}\))?\s*,?\s*|\bpreviously\s+(?:entered\s+into|executed|signed)\b[^.;]{0,60}?)\b(?:dated|entered\s+into|made|executed|signed|effective)\b[^.;]{0,30}$"#,
+    )
+});
+static AD_DATED_ANY: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:this\s+(?:agreement|amendment|contract|lease|addendum)\s+(?:is|was|shall\s+be)\s+(?:dated|made|executed|signed|entered\s+into)(?:\s+(?:as\s+of|on|effective))?(?:\s+(?:this|the))?\s+|dated\s*:?\s*|date\s*:\s*)({DATE})",
+    )
+});
+static AD_LABEL_BAD: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:effective|termination|expiration|commencement|start|end|delivery|closing|launch|payment|due|invoice|birth|ship|shipping|filing|issue|maturity|completion)\s*$",
+    )
+});
+
+/// The date the agreement was made: the first date in the preamble introduced by "dated",
+/// "made ... as of", "entered into on", "this 5th day of", ...; else "This Agreement is dated
+/// <date>" or a "Date:" line anywhere.
+fn agreement_date(w: &Work) -> Option<DateHit> {
+    let head = w.head(6000);
+    for m in DATE_RE.find_iter(head) {
+        let sent = w.sentence(m.start(), m.end());
+        let before = w.slice(sent.start.max(m.start().saturating_sub(300)), m.start());
+        let near = w.slice(m.start().saturating_sub(40), m.start());
+        let wide = w.slice(m.start().saturating_sub(160), m.start());
+        if AD_TRIGGER.is_match(before)
+            && AD_PREFIX.is_match(near)
+            && !AD_BAD_PREFIX.is_match(near)
+            && !AD_OTHER_AGREEMENT.is_match(wide)
+        {
+            return Some(DateHit { raw: tidy_date(m.as_str()), evidence: sent });
+        }
+    }
+    for c in AD_DATED_ANY.captures_iter(&w.s) {
+        let (Some(all), Some(d)) = (c.get(0), c.get(1)) else { continue };
+        let label = w.slice(all.start().saturating_sub(20), all.start());
+        if AD_LABEL_BAD.is_match(label) {
+            continue;
+        }
+        return Some(DateHit { raw: tidy_date(d.as_str()), evidence: w.sentence(all.start(), d.end()) });
+    }
+    None
+}
+
+/// `<date> (the "Effective Date")`, `"Effective Date" means <date>`, `Effective Date: <date>`.
+static ED_DEFINED: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?i)(?P<a>{DATE})\s*,?\s*\(\s*(?:the|hereinafter|herein|such\s+date|being|referred\s+to\s+as)?[^()"]{0,40}"(?:effective|commencement|start)\s+date"|"?\b(?:effective|commencement)\s+date"?\)?\s*(?:shall\s+mean|means|is|shall\s+be|will\s+be|:|-)\s*(?:the\s+date\s+of\s+|on\s+|as\s+of\s+)?(?P<b>{DATE})"#,
+    )
+});
+/// "effective as of <date>", "effective <date>".
+static ED_EFFECTIVE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\beffective\s+(?:as\s+of\s+|on\s+|from\s+|upon\s+|beginning\s+|commencing\s+(?:on\s+)?|date\s+of\s+)?(?:this\s+|the\s+)?({DATE})",
+    )
+});
+/// "commencing on <date>", "shall come into force as of <date>".
+static ED_COMMENCE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:commenc(?:e|es|ing|ed)|begin(?:s|ning)?|start(?:s|ing)?|comes?\s+into\s+(?:force|effect)|takes?\s+effect|becomes?\s+effective)\s+(?:on\s+|as\s+of\s+|from\s+|effective\s+|with\s+effect\s+from\s+)?(?:this\s+|the\s+)?({DATE})",
+    )
+});
+static TERM_OR_AGREEMENT: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)\bterm\b|\bagreement\b|\bcontract\b|\bamendment\b|\blease\b"));
+/// The effective date is the agreement's own date.
+static ED_SAME_AS_AGREEMENT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?i)"?\beffective\s+date"?\)?\s*(?:shall\s+)?(?:mean|means|is|shall\s+be)\s+the\s+date\s+(?:first\s+)?(?:above\s+written|written\s+above|set\s+forth\s+above|(?:first\s+)?(?:written|set\s+forth)\s+above|hereof|of\s+this\s+agreement)|\b(?:effective|into\s+force|into\s+effect)\s+(?:as\s+of\s+|on\s+|from\s+|upon\s+)?(?:the\s+)?(?:date\s+(?:first\s+)?(?:above\s+written|written\s+above|set\s+forth\s+above|hereof|of\s+(?:the\s+|this\s+)?agreement|of\s+execution(?:\s+(?:hereof|of\s+this\s+agreement))?)|execution\s+date)"#,
+    )
+});
+
+/// The effective date: a date defined as the "Effective Date", "effective as of <date>",
+/// "commencing on <date>"; else the agreement date when the text says the two are the same
+/// ("Effective Date" means the date first above written, effective on the date of execution).
+fn effective_date(w: &Work, agreement: Option<&DateHit>) -> Option<Found> {
+    if let Some(c) = ED_DEFINED.captures(&w.s) {
+        if let (Some(all), Some(d)) = (c.get(0), c.name("a").or_else(|| c.name("b"))) {
+            return Some(w.found(tidy_date(d.as_str()), w.sentence(all.start(), all.end())));
+        }
+    }
+    if let Some(c) = ED_EFFECTIVE.captures(&w.s) {
+        if let (Some(all), Some(d)) = (c.get(0), c.get(1)) {
+            return Some(w.found(tidy_date(d.as_str()), w.sentence(all.start(), all.end())));
+        }
+    }
+    for c in ED_COMMENCE.captures_iter(&w.s) {
+        let (Some(all), Some(d)) = (c.get(0), c.get(1)) else { continue };
+        let sent = w.sentence(all.start(), all.end());
+        if TERM_OR_AGREEMENT.is_match(w.slice(sent.start, sent.end)) {
+            return Some(w.found(tidy_date(d.as_str()), sent));
+        }
+    }
+    let a = agreement?;
+    if let Some(m) = ED_SAME_AS_AGREEMENT.find(&w.s) {
+        return Some(w.found(a.raw.clone(), w.sentence(m.start(), m.end())));
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expiration date.
+
+/// A defined end date: `"Expiration Date" means <date>`, `Termination Date: <date>`.
+static EX_DEFINED: LazyLock<Regex> = LazyLock::new(|| {
+    re(r#"(?i)\b(?:expiration|expiry|termination|end)\s+date"?\)?\s*(?:shall\s+mean|means|is|shall\s+be|:)\s*({DATE})"#)
+});
+/// "expire on <date>", "continue in full force and effect until <date>", "through <date>".
+static EX_DATE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:expire|expires|expiring|expiration|terminate|terminates|terminating|end|ends|ending|through|thru|until|till|to|and\s+including)\s+(?:on\s+|at\s+|as\s+of\s+)?(?:(?:the\s+)?close\s+of\s+business\s+(?:on\s+)?|midnight\s+(?:on\s+)?|11:59\s*(?:p\.?m\.?)?\s*(?:[a-z]+\s+time\s+)?(?:on\s+)?)?({DATE})",
+    )
+});
+/// "continue (in full force and effect) for a period of <duration>", "remain valid for <duration>".
+static EX_CONTINUE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:continue|continues|remain|remains|be\s+in\s+(?:full\s+)?(?:force|effect)|be\s+valid|run|last|be\s+effective|be\s+binding)\b(?:\s+in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?)?(?:\s+(?:thereafter|valid|effective|in\s+effect|in\s+force))?(?:\s+initially)?\s+(?:for\s+)?(?:a\s+(?:period|term)\s+of\s+|an\s+initial\s+(?:period|term)\s+of\s+|the\s+(?:period|term)\s+of\s+|the\s+)?({DUR})",
+    )
+});
+/// "the term of this Agreement shall be <duration>", "initial term of <duration>".
+static EX_TERM_IS: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?i)\b(?:(?:initial|original)\s+(?:term|period)(?:\s+of\s+(?:this|the)\s+(?:agreement|contract|lease))?|(?:the\s+)?term\s+of\s+(?:this|the)\s+(?:agreement|contract|lease)|the\s+term\s+hereof|the\s+term|this\s+(?:agreement|contract))\s+(?:\([^)]{0,40}\)\s+)?(?:shall\s+be|is|will\s+be|of)\s+(?:for\s+)?(?:a\s+(?:period|term)\s+of\s+)?(?:an?\s+)?({DUR})"#,
+    )
+});
+/// "for an initial term of <duration>".
+static EX_FOR_TERM: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)\bfor\s+an?\s+(?:initial\s+)?(?:term|period)\s+of\s+({DUR})"));
+/// "shall end fifteen months therefrom".
+static EX_END_AFTER: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:end|ends|expire|expires|terminate|terminates)\s+({DUR})\s+(?:after|from|following|therefrom|thereafter|later)\b",
+    )
+});
+/// "until the fifth anniversary of the Effective Date".
+static EX_ANNIVERSARY: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:until|through|on|expire\s+on|end\s+on|ending\s+on|expiring\s+on)\s+(the\s+(?:day\s+(?:prior|before)\s+(?:to\s+)?the\s+)?(?:[\w()-]+\s+){0,4}anniversary\s+of\s+the\s+(?:[\w-]+\s+){0,3}?(?:date|agreement)(?:\s+(?:hereof|of\s+this\s+agreement))?)",
+    )
+});
+/// An agreement with no fixed end.
+static EX_PERPETUAL: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:continue|continues|remain|remains|be|is)\s+(?:in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?\s+|effective\s+|valid\s+|binding\s+)?(?:indefinitely|in\s+perpetuity|for\s+perpetuity|perpetual|perpetually|until\s+(?:it\s+is\s+)?terminated\b|until\s+(?:either|one|a|any)\s+(?:party|of\s+the\s+parties)\s+(?:gives|provides|informs|notifies|terminates|elects))|\b(?:end|expire|terminate)s?\s+(?:only\s+)?when\s+terminated\b|\bfor\s+an?\s+(?:unlimited|indefinite)\s+(?:period|term|duration)\b|\bperpetual\s+term\b|\bno\s+fixed\s+term\b",
+    )
+});
+static EX_SENT_OK: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\bterm\b|\bthis\s+(?:agreement|contract|amendment|lease|licen[cs]e)\b|\bin\s+(?:full\s+)?(?:force|effect)\b|\bexpir|\b(?:contract|agreement|licen[cs]e|initial|promotion|sponsorship|service)\s+(?:period|year)s?\b",
+    )
+});
+static EX_SENT_BAD: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?i)surviv|confidential|warrant|after\s+(?:the\s+)?(?:any\s+)?(?:termination|expiration|expiry)|following\s+(?:the\s+)?(?:any\s+)?(?:termination|expiration|expiry)|non-?compet|\bsolicit|during\s+the\s+(?:term|consultation)|\binsurance\b|\brecords\b|\bbooks\b|press\s+release|\b(?:contract|calendar|fiscal|lease)\s+(?:year|quarter)|\bperiod\s+commencing\b|\byear"?\s+means\b"#,
+    )
+});
+static EX_RENEWAL_NEAR: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)\b(?:renew\w*|extension|extended|extend|additional|successive|subsequent|consecutive)\b[^.]{0,40}$")
+});
+static EX_ANCHOR: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^\s*(?:thereafter\s+)?(?:after|from|following|commencing\s+(?:on|from|with)|beginning\s+(?:on|from|with)|starting\s+(?:on|from)|as\s+of|of)\s+(?:and\s+including\s+)?(?:the\s+)?(?:date\s+(?:hereof|first\s+(?:above\s+)?written(?:\s+above)?|of\s+(?:this|the)\s+(?:agreement|contract)|of\s+execution(?:\s+of\s+this\s+agreement)?)|(?:[a-z][\w-]*\s+){0,3}date|execution\s+(?:date|of\s+this\s+agreement|hereof)|{DATE})",
+    )
+});
+static EX_ANCHOR_MORE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?i)^\s+(?:of|on\s+which|that|when|upon\s+which|first\s+(?:above\s+)?written(?:\s+above)?|hereof)\b[^,.;()"]{0,80}"#,
+    )
+});
+static EX_ANCHOR_STOP: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)\s+(?:unless|and\s+(?:shall|will|may|thereafter)|provided|subject|except|or\s+until|until|with)\b")
+});
+static EX_SENT_START: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:commenc\w*|begin\w*|start\w*|effective|take\s+effect|come\s+into\s+(?:force|effect))\s+(?:on\s+|as\s+of\s+|from\s+|upon\s+|with\s+)?(?P<a>(?:the\s+)?(?:effective\s+date|commencement\s+date|date\s+(?:hereof|of\s+this\s+agreement|first\s+(?:above\s+)?written(?:\s+above)?)|{DATE}))",
+    )
+});
+static EFFECTIVE_DATE_WORDS: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\beffective\s+date\b"));
+
+/// A term length as an answer: the duration plus what it runs from when the text says so.
+fn duration_with_anchor(w: &Work, dur: regex::Match<'_>, sent: &Range<usize>) -> String {
+    let d = dur.as_str().trim().to_string();
+    let after = w.slice(dur.end(), dur.end() + 120);
+    if let Some(a) = EX_ANCHOR.find(after) {
+        let mut anchor = a.as_str().trim().to_string();
+        // "from the date" + "of execution of this Agreement by both parties".
+        if anchor.to_lowercase().ends_with("date") {
+            if let Some(more) = EX_ANCHOR_MORE.find(&after[a.end()..]) {
+                let mut more = more.as_str();
+                if let Some(stop) = EX_ANCHOR_STOP.find(more) {
+                    more = &more[..stop.start()];
+                }
+                anchor.push(' ');
+                anchor.push_str(more.trim());
+            }
+        }
+        return format!("{d} {}", anchor.trim());
+    }
+    let text = w.slice(sent.start, sent.end);
+    if let Some(c) = EX_SENT_START.captures(text) {
+        if let Some(a) = c.name("a") {
+            return format!("{d} from {}", a.as_str().trim());
+        }
+    }
+    if EFFECTIVE_DATE_WORDS.is_match(text) {
+        return format!("{d} from the Effective Date");
+    }
+    d
+}
+
+/// When the (initial) term ends: a date, a term length ("five (5) years from the Effective
+/// Date"), an anniversary, or "perpetual".
+fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
+    // (position, raw, evidence, the bare duration when the answer is a term length)
+    type Best = Option<(usize, String, Range<usize>, Option<String>)>;
+    let mut best: Best = None;
+    fn offer(best: &mut Best, pos: usize, raw: String, ev: Range<usize>) {
+        offer_term(best, pos, raw, ev, None)
+    }
+    fn offer_term(best: &mut Best, pos: usize, raw: String, ev: Range<usize>, dur: Option<String>) {
+        if best.as_ref().is_none_or(|b| pos < b.0) {
+            *best = Some((pos, raw, ev, dur));
+        }
+    }
+    let sentence_ok = |sent: &Range<usize>| {
+        let t = w.slice(sent.start, sent.end);
+        EX_SENT_OK.is_match(t) && !EX_SENT_BAD.is_match(t)
+    };
+
+    if let Some(c) = EX_DEFINED.captures(&w.s) {
+        if let (Some(all), Some(d)) = (c.get(0), c.get(1)) {
+            offer(&mut best, all.start(), tidy_date(d.as_str()), w.sentence(all.start(), all.end()));
+        }
+    }
+    for c in EX_DATE.captures_iter(&w.s) {
+        let (Some(all), Some(d)) = (c.get(0), c.get(1)) else { continue };
+        let sent = w.sentence(all.start(), all.end());
+        if sentence_ok(&sent) && !EX_RENEWAL_NEAR.is_match(w.slice(sent.start, all.start())) {
+            offer(&mut best, all.start(), tidy_date(d.as_str()), sent);
+            break;
+        }
+    }
+    for rx in [&*EX_CONTINUE, &*EX_TERM_IS, &*EX_FOR_TERM, &*EX_END_AFTER] {
+        for c in rx.captures_iter(&w.s) {
+            let (Some(all), Some(d)) = (c.get(0), c.get(1)) else { continue };
+            let unit = d.as_str().to_lowercase();
+            if unit.contains("day") || unit.contains("week") {
+                continue;
+            }
+            let sent = w.sentence(all.start(), all.end());
+            if !sentence_ok(&sent) || EX_RENEWAL_NEAR.is_match(w.slice(sent.start, d.start())) {
+                continue;
+            }
+            let raw = duration_with_anchor(w, d, &sent);
+            offer_term(&mut best, all.start(), raw, sent, Some(d.as_str().trim().to_string()));
+            break;
+        }
+    }
+    for c in EX_ANNIVERSARY.captures_iter(&w.s) {
+        let (Some(all), Some(d)) = (c.get(0), c.get(1)) else { continue };
+        let sent = w.sentence(all.start(), all.end());
+        if sentence_ok(&sent) {
+            offer(&mut best, all.start(), tidy_date(d.as_str().trim()), sent);
+            break;
+        }
+    }
+    if best.is_none() {
+        if let Some(m) = EX_PERPETUAL.find(&w.s) {
+            let sent = w.sentence(m.start(), m.end());
+            if !EX_SENT_BAD.is_match(w.slice(sent.start, sent.end)) {
+                offer(&mut best, m.start(), "perpetual".to_string(), sent);
+            }
+        }
+    }
+    best.map(|(_, raw, ev, dur)| (w.found(raw, ev), dur))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Renewal term and the notice that stops it.
+
+struct Renewal {
+    raw: String,
+    /// Working byte range of the renewal sentence.
+    evidence: Range<usize>,
+}
+
+/// "automatically renew for successive one (1) year periods", "renewed for additional periods of
+/// five (5) years", "renewal term of one year".
+static RN_DURATION: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?P<verb>renew\w*|extend(?:s|ed)?|extension|continu\w*)\b(?P<gap>[^.;]{0,80}?)\b(?:for|of|by|on)\s+(?:an?\s+|each\s+|one\s*(?:\(\s*1\s*\)\s*)?(?:more\s+)?)?(?P<raw>(?P<mods>(?:(?:successive|additional|consecutive|subsequent|further|like|automatic|identical|similar|renewal|extension)[\s,]+)*)(?:(?:terms?|periods?)\s+of\s+)?(?:an?\s+)?{DUR}(?:[\s-]+(?:renewal\s+|extension\s+)?(?:terms?|periods?|increments?|intervals?|basis))?)",
+    )
+});
+/// "on a year to year basis", "annual renewals", "renew annually".
+static RN_YEARLY: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:renew\w*|extend\w*|continu\w*)\b[^.;]{0,60}?\b(?:from\s+year\s+to\s+year|on\s+a\s+year[\s-]+to[\s-]+year\s+basis|year[\s-]+to[\s-]+year|annually|on\s+an\s+annual\s+basis|each\s+year|every\s+year|yearly|(?:(?:successive|additional|subsequent|consecutive|further)\s+|one\s+or\s+more\s+)?annual\s+(?:periods?|terms?|renewals?))\b|\bannual(?:ly)?\s+(?:automatic\s+)?renewals?\b|\bautomatic(?:ally)?\s+(?:annual|yearly)\s+renewals?\b",
+    )
+});
+static RN_MONTHLY: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:renew\w*|extend\w*|continu\w*)\b[^.;]{0,60}?\b(?:from\s+month\s+to\s+month|on\s+a\s+month[\s-]+to[\s-]+month\s+basis|month[\s-]+to[\s-]+month|monthly)\b",
+    )
+});
+static RN_PERPETUAL: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\bautomatic(?:ally)?\s+renew\w*\s+for\s+an?\s+(?:unlimited|indefinite)\s+(?:period|term)|\brenew\w*\s+(?:automatically\s+)?(?:for\s+an?\s+)?(?:indefinite|unlimited)\s+(?:period|term|number\s+of)",
+    )
+});
+/// Renewals as long as the initial term.
+static RN_SAME: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\brenew\w*\b[^.;]{0,80}?\b(?:for\s+)?(?:successive\s+|additional\s+)?(?:terms?|periods?)\s+(?:of\s+)?(?:the\s+same\s+(?:duration|length)|equal\s+(?:in\s+(?:duration|length)\s+)?to\s+the\s+initial\s+term)|\brenew\w*\b[^.;]{0,40}?\bfor\s+(?:a\s+)?(?:like|similar|same)\s+(?:term|period)",
+    )
+});
+/// "for a period of one year following the expiration": a tail period, not a renewal.
+static RN_AFTER_END: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^\s*(?:[\w,]+\s+){0,2}?(?:after|following|from)\s+(?:the\s+)?(?:any\s+)?(?:expiration|termination|expiry|end\s+of\s+the\s+term)",
+    )
+});
+static RN_GAP_BAD: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)\b(?:notice|unless|prior|terminat\w*|written|days?|notify|payment|price|fees?)\b|,\s*and\b")
+});
+static RN_AUTO: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\bautomatic|\bthereafter\b|\bunless\b|\b(?:shall|will)\s+(?:be\s+)?(?:renew|extend)|\brenews\b|\bnon-?renewal\b",
+    )
+});
+static RN_TOPIC: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)\bterm\b|\bagreement\b|\bcontract\b|\blease\b|\bsubscription\b"));
+
+/// The length of each renewal, with "successive"/"additional" when the text says so.
+fn renewal_term(w: &Work, initial_term: Option<&str>) -> Option<Renewal> {
+    // (is automatic, position, raw, sentence)
+    let mut cands: Vec<(bool, usize, String, Range<usize>)> = Vec::new();
+    for c in RN_DURATION.captures_iter(&w.s) {
+        let (Some(all), Some(raw)) = (c.get(0), c.name("raw")) else { continue };
+        let gap = c.name("gap").map_or("", |g| g.as_str());
+        if RN_GAP_BAD.is_match(gap) {
+            continue;
+        }
+        let verb = c.name("verb").map_or("", |v| v.as_str()).to_lowercase();
+        let mods = c.name("mods").map_or("", |v| v.as_str().trim());
+        // "continue for a period of five years" is the initial term; "continue ... for an
+        // additional period of three years" is a renewal.
+        if verb.starts_with("contin") && mods.is_empty() {
+            continue;
+        }
+        if RN_AFTER_END.is_match(w.slice(all.end(), all.end() + 80)) {
+            continue;
+        }
+        let sent = w.sentence(all.start(), all.end());
+        let t = w.slice(sent.start, sent.end);
+        if !RN_TOPIC.is_match(t) {
+            continue;
+        }
+        let mut raw = raw.as_str().trim().trim_end_matches([',', ' ']).to_string();
+        // "renewed automatically on a five (5) year basis": successive five-year renewals.
+        if let Some(stem) = raw.strip_suffix("basis").map(str::trim_end) {
+            raw = if mods.is_empty() { format!("successive {stem}") } else { stem.to_string() };
+        }
+        cands.push((RN_AUTO.is_match(t), all.start(), raw, sent));
+        if cands.len() >= 20 {
+            break;
+        }
+    }
+    if let (Some(m), Some(d)) = (RN_SAME.find(&w.s), initial_term) {
+        let sent = w.sentence(m.start(), m.end());
+        cands.push((true, m.start(), format!("successive {d}"), sent));
+    }
+    for (rx, raw) in
+        [(&*RN_YEARLY, "successive 1 year"), (&*RN_MONTHLY, "successive 1 month"), (&*RN_PERPETUAL, "perpetual")]
+    {
+        if let Some(m) = rx.find(&w.s) {
+            let sent = w.sentence(m.start(), m.end());
+            if RN_TOPIC.is_match(w.slice(sent.start, sent.end)) {
+                cands.push((true, m.start(), raw.to_string(), sent));
+            }
+        }
+    }
+    // Automatic renewals first, then the earliest.
+    cands.sort_by_key(|c| (!c.0, c.1));
+    cands.into_iter().next().map(|(_, _, raw, evidence)| Renewal { raw, evidence })
+}
+
+static NOTICE_AFTER: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^(?:'s|s'|')?\s*(?:(?:prior|advance|advanced|written|previous|of|non-renewal|registered|calendar|or\s+more)\s+)*(?:notice|notification|prior\s+to|before|in\s+advance|preceding|prior\b)",
+    )
+});
+static NOTICE_BEFORE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)(?:at\s+least|not\s+less\s+than|no\s+less\s+than|no\s+later\s+than|not\s+later\s+than|minimum\s+of|no\s+fewer\s+than|not\s+fewer\s+than|by\s+giving|upon|with|giving|within)\s*$",
+    )
+});
+static NOTICE_CONTEXT: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)\bnotice|\bnotif|\bterminat|\bnot\s+to\s+renew|\bnon-?renewal|\bcancel|\bunless\b"));
+/// Notices about insurance policies, payments or cure periods are not about renewal.
+static NOTICE_OFF_TOPIC: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)\binsur|\bpolic(?:y|ies)\b|\bcure[sd]?\b|\bpayments?\b|\binvoice|\bmaterial\s+breach"));
+/// A sentence about stopping a renewal, wherever it is.
+static NON_RENEWAL: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\bnon-?renewal\b|\bnot\s+(?:to\s+)?(?:renew|extend)\b|\bintent(?:ion)?\s+not\s+to\s+(?:renew|extend)|\belect(?:s|ion)?\s+not\s+to\s+(?:renew|extend)|\bprevent\s+(?:the\s+)?(?:automatic\s+)?renewal|\bunless\b[^.]{0,200}\brenew|\b(?:terminat\w*|cancel\w*)\b[^.]{0,120}?\b(?:end|expiration|expiry)\s+of\s+(?:the\s+|its\s+|any\s+|each\s+|such\s+)?(?:then[\s-]+(?:current|applicable)\s+|initial\s+|relevant\s+|applicable\s+)?(?:renewal\s+)?term|\buntil\s+(?:terminated|(?:either|one|a|any)\s+party\s+(?:gives|provides|terminates|notifies|informs))",
+    )
+});
+
+/// The first notice length ("ninety (90) days" before the end of a term) in `range`; `strict`
+/// skips text about insurance, payments or cures (for sentences found only by their wording).
+fn notice_in(w: &Work, range: Range<usize>, strict: bool) -> Option<(String, usize)> {
+    let text = w.slice(range.start, range.end);
+    if !NOTICE_CONTEXT.is_match(text) || (strict && NOTICE_OFF_TOPIC.is_match(text)) {
+        return None;
+    }
+    let base = ceil_cb(&w.s, range.start);
+    for m in DUR_RE.find_iter(text) {
+        let after = slice(text, m.end(), m.end() + 80);
+        let before = slice(text, m.start().saturating_sub(40), m.start());
+        if NOTICE_AFTER.is_match(after) || NOTICE_BEFORE.is_match(before) {
+            // The renewal length itself ("renew for successive one year periods") is not a notice.
+            let tail = after.trim_start().to_lowercase();
+            if tail.starts_with("period") || tail.starts_with("term") || tail.starts_with("renewal") {
+                continue;
+            }
+            return Some((m.as_str().trim().to_string(), base + m.start()));
+        }
+    }
+    None
+}
+
+/// How long before a term ends a party must give notice to stop the renewal: within the renewal
+/// sentence or the one after, else in a sentence about non-renewal.
+fn notice_period(w: &Work, renewal: Option<&Renewal>) -> Option<Found> {
+    if let Some(r) = renewal {
+        let next = sentence_bounds(&w.s, r.evidence.end + 1, r.evidence.end + 1, 600);
+        let region = r.evidence.start..next.end.max(r.evidence.end);
+        if let Some((raw, _)) = notice_in(w, region.clone(), false) {
+            return Some(w.found(raw, region));
+        }
+    }
+    for (n, m) in NON_RENEWAL.find_iter(&w.s).enumerate() {
+        if n >= 50 {
+            break;
+        }
+        let sent = w.sentence(m.start(), m.end());
+        if let Some((raw, _)) = notice_in(w, sent.clone(), true) {
+            return Some(w.found(raw, sent));
+        }
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------------------------
+// Governing law.
+
+static GL_LAWS: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\blaws?(?:\s+and\s+(?:judicial\s+)?decisions)?\s+(?:of|in\s+force\s+in|in\s+force\s+of|in|applicable\s+in|prevailing\s+in|of\s+and\s+in)\s+",
+    )
+});
+static GL_CONTEXT: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)govern|constru|interpret|\bsubject\s+to\b|\benforced\b|\bapplicable\s+law\b"));
+static GL_STRONG: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bgovern(?:ed|ing|s)?\b|\bconstrued\b"));
+static GL_BAD_BEFORE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)(?:(?:organi[sz]ed|incorporated|existing|formed|registered|chartered|established)\s+(?:and\s+existing\s+)?(?:under|pursuant\s+to|in\s+accordance\s+with)\s+(?:the\s+)?|conflicts?\s+(?:of\s+)?|choice\s+of\s+|principles?\s+of\s+|rules?\s+of\s+|provisions?\s+of\s+|securities\s+|tax\s+|bankruptcy\s+|privacy\s+|export\s+|other\s+|applicable\s+)$",
+    )
+});
+static US_ONLY: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)^(?:the\s+)?united\s+states(?:\s+of\s+america)?$"));
+static AND_STATE: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)^\s*(?:,\s*)?and\s+(?:of\s+)?(?:the\s+laws\s+of\s+)?"));
+static STATE_WORD: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b(?:state|commonwealth)\s+of\b"));
+/// "governed by New York law", "governed by English law".
+static GL_ADJ: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i:\bgoverned\s+(?:by|under)\s+(?:and\s+construed\s+in\s+accordance\s+with\s+)?(?:the\s+)?(?:internal\s+|substantive\s+|domestic\s+)?)(?P<j>(?:[A-Z][A-Za-z.]+\s+){1,3})(?i:laws?)\b",
+    )
+});
+const GL_STOP: &[&str] = &[
+    "without",
+    "excluding",
+    "exclusive",
+    "except",
+    "applicable",
+    "notwithstanding",
+    "regardless",
+    "irrespective",
+    "that",
+    "which",
+    "including",
+    "for",
+    "to",
+    "with",
+    "on",
+    "provided",
+    "shall",
+    "governing",
+    "its",
+    "as",
+    "in",
+    "but",
+    "other",
+    "than",
+    "giving",
+    "regard",
+    "pertaining",
+    "respecting",
+    "relating",
+    "apply",
+    "or",
+    "by",
+    "are",
+    "is",
+    "will",
+    "from",
+    "if",
+    "any",
+    "all",
+    "such",
+    "where",
+    "when",
+    "then",
+    "hereto",
+    "thereof",
+    "hereof",
+    "herein",
+    "this",
+    "these",
+    "those",
+    "agreement",
+    "contract",
+    "both",
+    "each",
+    "without",
+    "save",
+    "subject",
+    "not",
+    "excepting",
+    "exclusively",
+    "whose",
+    "who",
+    "at",
+    "federal",
+    "govern",
+    "governs",
+    "governed",
+    "construed",
+    "interpreted",
+    "enforced",
+    "and/or",
+    "nor",
+    "so",
+    "would",
+    "may",
+];
+const GL_WEAK: &[&str] =
+    &["the", "state", "commonwealth", "province", "republic", "of", "kingdom", "people's", "federal"];
+
+/// The jurisdiction named at the start of `rest` ("the State of New York, without regard ..."
+/// gives "the State of New York").
+fn jurisdiction(rest: &str) -> Option<String> {
+    let cut = rest.find([',', ';', ':', '(', '[', ')', '"']).unwrap_or(rest.len());
+    let mut rest = &rest[..cut];
+    // A period ends it unless it belongs to an abbreviation ("U.S.A.").
+    if let Some(p) = rest.find(". ") {
+        rest = &rest[..p + 1];
+    }
+    let tokens: Vec<&str> = rest.split_whitespace().take(12).collect();
+    let mut out: Vec<&str> = Vec::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        let tok = tokens[i];
+        let bare = tok.trim_end_matches('.');
+        let lower = bare.to_lowercase();
+        let first_upper = bare.chars().next().is_some_and(|c| c.is_uppercase());
+        if lower == "and" || lower == "&" {
+            // "England and Wales", but not "New York and the United States" / "AND APPLICABLE".
+            let next = tokens.get(i + 1).map(|t| t.trim_end_matches('.'));
+            let ok = next.is_some_and(|n| {
+                let nl = n.to_lowercase();
+                n.chars().next().is_some_and(|c| c.is_uppercase())
+                    && !GL_STOP.contains(&nl.as_str())
+                    && !GL_WEAK.contains(&nl.as_str())
+            });
+            if !ok {
+                break;
+            }
+            out.push(tok);
+            i += 1;
+            continue;
+        }
+        if i == 0 && lower == "the" {
+            out.push(tok);
+            i += 1;
+            continue;
+        }
+        if GL_STOP.contains(&lower.as_str()) {
+            break;
+        }
+        let allowed_lower = matches!(
+            lower.as_str(),
+            "of" | "de" | "du" | "la" | "del" | "da" | "the" | "state" | "commonwealth" | "province" | "republic"
+        );
+        if !first_upper && !allowed_lower {
+            break;
+        }
+        out.push(tok);
+        i += 1;
+    }
+    // No trailing glue words.
+    while let Some(last) = out.last() {
+        let l = last.trim_end_matches('.').to_lowercase();
+        if matches!(l.as_str(), "of" | "the" | "and" | "&" | "de" | "du" | "la" | "del" | "da") {
+            out.pop();
+        } else {
+            break;
+        }
+    }
+    let meaningful = out.iter().any(|t| {
+        let l = t.trim_end_matches('.').to_lowercase();
+        !GL_WEAK.contains(&l.as_str()) && l.chars().any(|c| c.is_alphabetic())
+    });
+    if !meaningful {
+        return None;
+    }
+    let mut s = out.join(" ");
+    // Keep a final period only for an abbreviation like "U.S.A.".
+    if s.ends_with('.') && !s.trim_end_matches('.').contains('.') {
+        s.pop();
+    }
+    Some(s)
+}
+
+/// Which jurisdiction's law governs: "governed by ... the laws of (the State of) X".
+fn governing_law(w: &Work) -> Option<Found> {
+    // (strong, position, raw, sentence)
+    let mut best: Option<(bool, usize, String, Range<usize>)> = None;
+    for (n, m) in GL_LAWS.find_iter(&w.s).enumerate() {
+        if n >= 400 {
+            break;
+        }
+        let near = w.slice(m.start().saturating_sub(60), m.start());
+        if GL_BAD_BEFORE.is_match(near) {
+            continue;
+        }
+        let sent = w.sentence(m.start(), m.end());
+        let text = w.slice(sent.start.max(m.start().saturating_sub(250)), sent.end.min(m.end() + 250));
+        if !GL_CONTEXT.is_match(text) {
+            continue;
+        }
+        let rest = w.slice(m.end(), m.end() + 200);
+        let Some(mut j) = jurisdiction(rest) else { continue };
+        // "the laws of the United States and the State of Florida": the state.
+        if US_ONLY.is_match(&j) {
+            if let Some(and) = rest.get(j.len()..).and_then(|after| AND_STATE.find(after).map(|a| &after[a.end()..])) {
+                if let Some(state) = jurisdiction(and).filter(|s| STATE_WORD.is_match(s)) {
+                    j = state;
+                }
+            }
+        }
+        let strong = GL_STRONG.is_match(text);
+        if strong {
+            best = Some((true, m.start(), j, sent));
+            break;
+        }
+        if best.is_none() {
+            best = Some((false, m.start(), j, sent));
+        }
+    }
+    if !best.as_ref().is_some_and(|b| b.0) {
+        if let Some(c) = GL_ADJ.captures(&w.s) {
+            if let (Some(all), Some(j)) = (c.get(0), c.name("j")) {
+                let raw = j.as_str().trim().to_string();
+                let first = raw.split_whitespace().next().unwrap_or("").to_lowercase();
+                let meaningful = raw.split_whitespace().any(|t| {
+                    let l = t.to_lowercase();
+                    !GL_WEAK.contains(&l.as_str()) && !GL_STOP.contains(&l.as_str())
+                });
+                if meaningful && !GL_STOP.contains(&first.as_str()) && best.as_ref().is_none_or(|b| all.start() < b.1) {
+                    best = Some((true, all.start(), raw, w.sentence(all.start(), all.end())));
+                }
+            }
+        }
+    }
+    best.map(|(_, _, raw, sent)| w.found(raw, sent))
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(text: &str, key: &str) -> Option<String> {
+        extract(text).get(key).map(|f| f.raw.clone())
+    }
+
+    fn evidence(text: &str, key: &str) -> String {
+        let f = extract(text).remove(key).expect("field found");
+        text.chars().skip(f.evidence.start).take(f.evidence.len()).collect()
+    }
+
+    #[test]
+    fn all_patterns_compile() {
+        let all: Vec<&Regex> = vec![
+            &*DATE_RE,
+            &*DUR_RE,
+            &*TITLE_KEYWORD,
+            &*TITLE_SKIP,
+            &*TITLE_LEAD,
+            &*TITLE_HEADER_ONLY,
+            &*TITLE_RUN_ON,
+            &*TITLE_PREAMBLE,
+            &*PARTY_START,
+            &*PARTY_CONTEXT,
+            &*PARTY_STOP,
+            &*DEFINED_TERM,
+            &*QUOTED,
+            &*NAME_LEAD,
+            &*NAME_CUT,
+            &*NAME_TAIL_CUT,
+            &*GENERIC_ROLE,
+            &*AND_SPLIT,
+            &*DESCRIPTION_START,
+            &*AND_NAME,
+            &*COMMA_NAME,
+            &*BETWEEN_ANY,
+            &*SPLIT_ORDINAL,
+            &*AD_TRIGGER,
+            &*AD_PREFIX,
+            &*AD_BAD_PREFIX,
+            &*AD_OTHER_AGREEMENT,
+            &*AD_DATED_ANY,
+            &*AD_LABEL_BAD,
+            &*ED_DEFINED,
+            &*ED_EFFECTIVE,
+            &*ED_COMMENCE,
+            &*TERM_OR_AGREEMENT,
+            &*ED_SAME_AS_AGREEMENT,
+            &*EX_DEFINED,
+            &*EX_DATE,
+            &*EX_CONTINUE,
+            &*EX_TERM_IS,
+            &*EX_FOR_TERM,
+            &*EX_END_AFTER,
+            &*EX_ANNIVERSARY,
+            &*EX_PERPETUAL,
+            &*EX_SENT_OK,
+            &*EX_SENT_BAD,
+            &*EX_RENEWAL_NEAR,
+            &*EX_ANCHOR,
+            &*EX_ANCHOR_MORE,
+            &*EX_ANCHOR_STOP,
+            &*EX_SENT_START,
+            &*EFFECTIVE_DATE_WORDS,
+            &*RN_DURATION,
+            &*RN_YEARLY,
+            &*RN_MONTHLY,
+            &*RN_PERPETUAL,
+            &*RN_SAME,
+            &*RN_AFTER_END,
+            &*RN_GAP_BAD,
+            &*RN_AUTO,
+            &*RN_TOPIC,
+            &*NOTICE_AFTER,
+            &*NOTICE_BEFORE,
+            &*NOTICE_CONTEXT,
+            &*NOTICE_OFF_TOPIC,
+            &*NON_RENEWAL,
+            &*GL_LAWS,
+            &*GL_CONTEXT,
+            &*GL_STRONG,
+            &*GL_BAD_BEFORE,
+            &*GL_ADJ,
+            &*US_ONLY,
+            &*AND_STATE,
+            &*STATE_WORD,
+        ];
+        assert!(all.iter().all(|r| !r.as_str().is_empty()));
+    }
+
+    #[test]
+    fn date_forms() {
+        for d in [
+            "April 1, 2007",
+            "1st day of April, 2007",
+            "1 April 2007",
+            "04/01/2007",
+            "2007-04-01",
+            "Sept. 30, 1999",
+            "31st March, 1998",
+            "2nd day of January 2020",
+            "November 1st, 2017",
+        ] {
+            let m = DATE_RE.find(d).map(|m| m.as_str());
+            assert_eq!(m, Some(d), "{d}");
+        }
+        assert!(DATE_RE.find("Section 10.1 and 2007 results").is_none());
+    }
+
+    #[test]
+    fn duration_forms() {
+        for d in
+            ["ninety (90) days", "(6) months", "one-year", "12 calendar months", "thirty-six (36) months", "5 years"]
+        {
+            assert_eq!(DUR_RE.find(d).map(|m| m.as_str()), Some(d), "{d}");
+        }
+    }
+
+    // --- document name
+
+    #[test]
+    fn title_upper_case_after_exhibit_and_confidential_lines() {
+        let text = "EXHIBIT 10.1\nCONFIDENTIAL TREATMENT REQUESTED\n\n  MASTER SERVICES AGREEMENT.\n\nThis Master Services Agreement is made ...";
+        assert_eq!(get(text, "document_name").as_deref(), Some("MASTER SERVICES AGREEMENT"));
+        assert_eq!(evidence(text, "document_name"), "MASTER SERVICES AGREEMENT.");
+    }
+
+    #[test]
+    fn title_title_case_and_split_lines() {
+        let text = "Exhibit 10.4\nSupply Agreement\nThis Supply Agreement is entered into ...";
+        assert_eq!(get(text, "document_name").as_deref(), Some("Supply Agreement"));
+        let text = "Page 1 of 12\nSTRATEGIC ALLIANCE\nAGREEMENT\nThis agreement is made ...";
+        assert_eq!(get(text, "document_name").as_deref(), Some("STRATEGIC ALLIANCE AGREEMENT"));
+        let text = "Exhibit 99.1 Trademark License Agreement\nblah";
+        assert_eq!(get(text, "document_name").as_deref(), Some("Trademark License Agreement"));
+    }
+
+    #[test]
+    fn title_from_preamble_when_no_title_line() {
+        let text = "This Distribution Agreement (the \"Agreement\") is made and entered into as of May 1, 2001 by and between Foo Inc. (\"Foo\") and Bar LLC (\"Bar\").";
+        assert_eq!(get(text, "document_name").as_deref(), Some("Distribution Agreement"));
+    }
+
+    // --- parties
+
+    #[test]
+    fn parties_by_and_between_with_defined_terms() {
+        let text = "LICENSE AGREEMENT\nThis License Agreement (the \u{201c}Agreement\u{201d}) is entered into as of November 2, 2012 by and between BIOCEPT, INC., a California corporation having an address of 5810 Nancy Ridge Drive, Suite 150, San Diego, CA 92121 (\u{201c}Biocept\u{201d}), and LIFE TECHNOLOGIES CORPORATION, a Delaware corporation (\u{201c}Life Technologies\u{201d}).\nWHEREAS, Biocept has developed ...";
+        assert_eq!(
+            get(text, "parties").as_deref(),
+            Some("BIOCEPT, INC. (\"Biocept\"); LIFE TECHNOLOGIES CORPORATION (\"Life Technologies\")")
+        );
+        let ev = evidence(text, "parties");
+        assert!(ev.contains("by and between BIOCEPT") && ev.contains("Life Technologies"), "{ev}");
+    }
+
+    #[test]
+    fn parties_among_three_with_hereinafter_and_each_party() {
+        let text = "JOINT VENTURE AGREEMENT\nThis Agreement is made this 3rd day of March, 2015 among Marv Enterprises, LLC, a Nevada limited liability company (hereinafter referred to as \"Marv\"), Premier Biomedical, Inc. (\"Premier\") and Technology Health, Inc. (the \"THI\" or \"Developer\") (each a \"Party\" and collectively the \"Parties\"). WHEREAS the parties wish ...";
+        assert_eq!(
+            get(text, "parties").as_deref(),
+            Some("Marv Enterprises, LLC (\"Marv\"); Premier Biomedical, Inc. (\"Premier\"); Technology Health, Inc. (\"THI\", \"Developer\")")
+        );
+    }
+
+    #[test]
+    fn parties_without_defined_terms() {
+        let text = "CONTENT LICENSE AGREEMENT\nThis agreement is made between Watchit Media and Oceanic Time Warner Cable. The parties agree as follows.";
+        assert_eq!(get(text, "parties").as_deref(), Some("Watchit Media; Oceanic Time Warner Cable"));
+    }
+
+    // --- agreement and effective dates
+
+    #[test]
+    fn agreement_date_dated_as_of_and_effective_definition() {
+        let text = "This Agreement is dated as of May 5, 1998 (the \"Effective Date\") between A Corp. (\"A\") and B Corp. (\"B\").";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("May 5, 1998"));
+        assert_eq!(get(text, "effective_date").as_deref(), Some("May 5, 1998"));
+    }
+
+    #[test]
+    fn agreement_date_day_of_form() {
+        let text = "THIS CONSULTING AGREEMENT is made and entered into this 2nd day of January 2020, by and between X Ltd. (\"X\") and Y plc (\"Y\").";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("2nd day of January 2020"));
+        let ev = evidence(text, "agreement_date");
+        assert!(ev.starts_with("THIS CONSULTING AGREEMENT"), "{ev}");
+    }
+
+    #[test]
+    fn agreement_date_entered_into_on_and_date_line() {
+        let text = "This Agreement is made on 1 April 2007 between Alpha GmbH and Beta S.A.";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("1 April 2007"));
+        let text = "PURCHASE ORDER TERMS\nSupplier: Alpha\nDate: 04/01/2007\nThe supplier shall deliver.";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("04/01/2007"));
+    }
+
+    #[test]
+    fn agreement_date_skips_the_amended_agreements_date() {
+        let text = "FIRST AMENDMENT\nThis First Amendment to the Supply Agreement dated April 1, 2017 between Cerus Corporation and Fenwal, Inc. is made as of June 22, 2018.";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("June 22, 2018"));
+        let text = "WHEREAS, the parties have previously entered into the Agreement dated January 22, 2007. This Amendment is dated August 4, 2010.";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("August 4, 2010"));
+    }
+
+    #[test]
+    fn effective_date_separate_from_agreement_date() {
+        let text = "This Agreement is made on March 1, 2018 between A Inc. and B Inc. 1. Term. This Agreement shall commence on March 15, 2018 and will expire on March 14, 2020 unless terminated earlier.";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("March 1, 2018"));
+        assert_eq!(get(text, "effective_date").as_deref(), Some("March 15, 2018"));
+        assert_eq!(get(text, "expiration_date").as_deref(), Some("March 14, 2020"));
+    }
+
+    #[test]
+    fn effective_date_means_and_colon_forms() {
+        let text = "1.5 \"Effective Date\" means January 1, 2019. 1.6 \"Territory\" means the world.";
+        assert_eq!(get(text, "effective_date").as_deref(), Some("January 1, 2019"));
+        let text = "Effective Date: 2019-01-01\nCustomer: Foo";
+        assert_eq!(get(text, "effective_date").as_deref(), Some("2019-01-01"));
+        let text = "This Amendment shall be effective as of July 1, 2010. All other terms remain.";
+        assert_eq!(get(text, "effective_date").as_deref(), Some("July 1, 2010"));
+    }
+
+    #[test]
+    fn effective_date_refers_to_agreement_date() {
+        let text = "This Agreement is made on June 8, 2010 between A Inc. and B Inc. \"Effective Date\" means the date first above written.";
+        assert_eq!(get(text, "effective_date").as_deref(), Some("June 8, 2010"));
+        let ev = evidence(text, "effective_date");
+        assert!(ev.contains("means the date first above written"), "{ev}");
+    }
+
+    // --- expiration
+
+    #[test]
+    fn expiration_duration_from_effective_date() {
+        let text = "2. Term. The term of this Agreement shall be five (5) years from the Effective Date, unless earlier terminated.";
+        assert_eq!(get(text, "expiration_date").as_deref(), Some("five (5) years from the Effective Date"));
+        let text = "The initial term of this Agreement shall commence on the Effective Date, and shall continue thereafter for a period of twelve (12) months (the \"Initial Term\").";
+        assert_eq!(get(text, "expiration_date").as_deref(), Some("twelve (12) months from the Effective Date"));
+    }
+
+    #[test]
+    fn expiration_until_date_and_anniversary_and_perpetual() {
+        let text = "The duration of this Venture (the \"Term\") will begin on March 1, 2020 and continue in full force and effect until February 28, 2025 or as otherwise provided.";
+        assert_eq!(get(text, "expiration_date").as_deref(), Some("February 28, 2025"));
+        let text = "This Agreement becomes effective on the Effective Date and shall continue until the five (5) year anniversary of the Effective Date (the \"Initial Term\").";
+        assert_eq!(
+            get(text, "expiration_date").as_deref(),
+            Some("the five (5) year anniversary of the Effective Date")
+        );
+        let text = "The term of this Agreement shall commence on the Effective Date and shall continue until terminated as hereinafter provided.";
+        assert_eq!(get(text, "expiration_date").as_deref(), Some("perpetual"));
+    }
+
+    #[test]
+    fn expiration_ignores_survival_periods() {
+        let text = "The confidentiality obligations shall continue for a period of five (5) years after termination of this Agreement.";
+        assert_eq!(get(text, "expiration_date"), None);
+    }
+
+    // --- renewal and notice
+
+    #[test]
+    fn renewal_successive_with_notice() {
+        let text = "This Agreement shall be automatically renewed for successive one year periods unless either party gives written notice of termination to the other party at least thirty (30) days prior to the date of expiration.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("successive one year periods"));
+        assert_eq!(get(text, "notice_period_to_terminate_renewal").as_deref(), Some("thirty (30) days"));
+        assert_eq!(evidence(text, "renewal_term"), text);
+    }
+
+    #[test]
+    fn renewal_additional_periods_and_notice_in_next_sentence() {
+        let text = "Following the Initial Term, this Agreement shall automatically be extended for additional periods of two (2) years each. Either party may prevent such extension by written notice given not less than ninety (90) days before the end of the then-current term. Section 9. Other.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("additional periods of two (2) years"));
+        assert_eq!(get(text, "notice_period_to_terminate_renewal").as_deref(), Some("ninety (90) days"));
+    }
+
+    #[test]
+    fn renewal_successive_terms_of_and_months_notice() {
+        let text = "Thereafter, the agreement shall automatically renew for successive five (5)-year terms, unless either Party gives written notice to the other Party of intent not to renew at least six (6) months prior to the expiration of the then-current Term.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("successive five (5)-year terms"));
+        assert_eq!(get(text, "notice_period_to_terminate_renewal").as_deref(), Some("six (6) months"));
+    }
+
+    #[test]
+    fn renewal_year_to_year() {
+        let text = "This Agreement will automatically renew at the end of the Initial Term on a year to year basis, unless either party notifies the other at least 30 days prior to the end of the then current term.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("successive 1 year"));
+        assert_eq!(get(text, "notice_period_to_terminate_renewal").as_deref(), Some("30 days"));
+    }
+
+    #[test]
+    fn renewal_initial_term_and_renewal_in_one_sentence() {
+        let text = "This Agreement shall be for an initial term of five (5) years, and unless earlier terminated in accordance with this Agreement, shall automatically renew for an additional term of five (5) years thereafter.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("additional term of five (5) years"));
+        assert_eq!(get(text, "expiration_date").as_deref(), Some("five (5) years"));
+    }
+
+    // --- governing law
+
+    #[test]
+    fn governing_law_state_of() {
+        let text = "12. Governing Law. This Agreement shall be governed by and construed in accordance with the laws of the State of New York, without regard to its conflict of laws principles.";
+        assert_eq!(get(text, "governing_law").as_deref(), Some("the State of New York"));
+        let ev = evidence(text, "governing_law");
+        assert!(ev.starts_with("This Agreement shall be governed"), "{ev}");
+        let text = "THIS AGREEMENT SHALL BE GOVERNED IN ALL RESPECTS BY THE LAWS OF THE STATE OF DELAWARE WITHOUT GIVING EFFECT TO THE CHOICE OF LAW PRINCIPLES OF SUCH STATE.";
+        assert_eq!(get(text, "governing_law").as_deref(), Some("THE STATE OF DELAWARE"));
+    }
+
+    #[test]
+    fn governing_law_other_phrasings() {
+        let text = "The laws of California shall govern the construction and enforceability of the Agreement.";
+        assert_eq!(get(text, "governing_law").as_deref(), Some("California"));
+        let text = "This Agreement shall be governed by, and construed and enforced in accordance with, the laws in force in the Province of Ontario (excluding any conflict of laws rule).";
+        assert_eq!(get(text, "governing_law").as_deref(), Some("the Province of Ontario"));
+        let text = "This Agreement is subject to the laws of England and Wales.";
+        assert_eq!(get(text, "governing_law").as_deref(), Some("England and Wales"));
+        let text = "This Agreement shall be governed by English law.";
+        assert_eq!(get(text, "governing_law").as_deref(), Some("English"));
+    }
+
+    #[test]
+    fn governing_law_skips_incorporation_clauses() {
+        let text = "Foo Inc., a corporation organized under the laws of the State of Delaware, agrees to sell widgets. Nothing here is governed by anything.";
+        assert_eq!(get(text, "governing_law"), None);
+    }
+
+    #[test]
+    fn governing_law_prefers_the_state_over_the_united_states() {
+        let text = "Governing Law. This Agreement shall be governed in all respects by the laws of the United States and the State of Florida, except for conflict of laws provisions.";
+        assert_eq!(get(text, "governing_law").as_deref(), Some("the State of Florida"));
+        let text = "This Agreement shall be governed and construed in accordance with the laws of the state of Texas without giving effect to the conflict of law rules thereof.";
+        assert_eq!(get(text, "governing_law").as_deref(), Some("the state of Texas"));
+        let text = "THIS AGREEMENT SHALL BE GOVERNED BY THE LAWS OF NEW YORK AND APPLICABLE FEDERAL LAW.";
+        assert_eq!(get(text, "governing_law").as_deref(), Some("NEW YORK"));
+    }
+
+    #[test]
+    fn split_superscript_ordinals_are_rejoined() {
+        let text = "MARKETING AFFILIATE AGREEMENT\nThis Agreement is made this 1s t day of October 2008, (the \u{201c}Effective Date\u{201d}), by and between Equidata, Inc. (\u{201c}Company\u{201d}) and Steel Vault Corp. (\u{201c}Affiliate\u{201d}).";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("1st day of October 2008"));
+        assert_eq!(get(text, "effective_date").as_deref(), Some("1st day of October 2008"));
+        assert_eq!(
+            get(text, "parties").as_deref(),
+            Some("Equidata, Inc. (\"Company\"); Steel Vault Corp. (\"Affiliate\")")
+        );
+    }
+
+    #[test]
+    fn parties_after_a_description_of_the_previous_party() {
+        let text = "This Agreement, dated this 19th day of January, 2001, is by and between About.com, Inc. (\"About\"), a Delaware corporation, located at 1440 Broadway, New York, NY 10018 and ebix.com, Inc. (\"ebix\"), a Delaware corporation. WHEREAS ...";
+        assert_eq!(get(text, "parties").as_deref(), Some("About.com, Inc. (\"About\"); ebix.com, Inc. (\"ebix\")"));
+        let text = "This Agreement is entered into by Quaker Chemical Corporation (\"Buyer\"), a Pennsylvania corporation, Gulf Houghton Lubricants Ltd., a company incorporated in the Cayman Islands (\"Gulf Houghton\"). Recitals follow.";
+        assert_eq!(
+            get(text, "parties").as_deref(),
+            Some("Quaker Chemical Corporation (\"Buyer\"); Gulf Houghton Lubricants Ltd. (\"Gulf Houghton\")")
+        );
+    }
+
+    #[test]
+    fn title_joined_over_glue_lines() {
+        let text = "AMENDMENT AND TERMINATION\n\nOF\n\nJOINT VENTURE AGREEMENT\n\nThis Amendment is made ...";
+        assert_eq!(get(text, "document_name").as_deref(), Some("AMENDMENT AND TERMINATION OF JOINT VENTURE AGREEMENT"));
+        let text = "AMENDMENT NO. 2\nMANUFACTURING AGREEMENT\nThis Amendment No. 2 is made ...";
+        assert_eq!(get(text, "document_name").as_deref(), Some("AMENDMENT NO. 2 MANUFACTURING AGREEMENT"));
+        let text = "[COMPANY LOGO] CO-BRANDING AGREEMENT\nThis Agreement ...";
+        assert_eq!(get(text, "document_name").as_deref(), Some("CO-BRANDING AGREEMENT"));
+    }
+
+    #[test]
+    fn renewal_continue_for_additional_period_and_same_duration() {
+        let text = "This Agreement shall automatically continue following the Initial Term, for an additional period of three (3) years, unless a party provides written notice of termination at least sixty (60) days prior to the expiration of the Initial Term.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("additional period of three (3) years"));
+        assert_eq!(get(text, "notice_period_to_terminate_renewal").as_deref(), Some("sixty (60) days"));
+        let text = "The initial term of this Agreement shall be three (3) years from the Effective Date. Upon the expiry of the Initial Term this Agreement shall automatically renew for successive terms of the same duration, unless either party gives notice not less than ninety (90) days prior to the date of expiration.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("successive three (3) years"));
+        assert_eq!(get(text, "notice_period_to_terminate_renewal").as_deref(), Some("ninety (90) days"));
+        let text = "Thereafter, this Agreement shall be renewed automatically on a five (5) year basis, unless one party notifies the other at least 90 days prior to the expiration of the then current term.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("successive five (5) year"));
+    }
+
+    #[test]
+    fn renewal_ignores_tail_periods_and_notice_ignores_insurance() {
+        let text = "During the Term and any renewal terms of the Agreement, and for a period of one (1) year following the expiration thereof, Customer shall not solicit employees.";
+        assert_eq!(get(text, "renewal_term"), None);
+        let text = "All such insurance policies shall require at least thirty (30) days' prior notice to Purchaser of cancellation, nonrenewal or material change.";
+        assert_eq!(get(text, "notice_period_to_terminate_renewal"), None);
+    }
+
+    #[test]
+    fn expiration_perpetual_phrasings_and_end_after() {
+        let text = "This Agreement shall become effective on the Effective Date and shall continue in effect until either Party informs the other Party with thirty (30) days prior written notice of termination.";
+        assert_eq!(get(text, "expiration_date").as_deref(), Some("perpetual"));
+        let text = "This Agreement is entered into for an unlimited period of time.";
+        assert_eq!(get(text, "expiration_date").as_deref(), Some("perpetual"));
+        let text =
+            "The Term of this Agreement shall begin on the Effective Date and shall end fifteen months therefrom.";
+        assert_eq!(get(text, "expiration_date").as_deref(), Some("fifteen months from the Effective Date"));
+        let text = "The Term shall commence on the date of this Agreement and, unless earlier terminated, shall end as of December 31, 2000.";
+        assert_eq!(get(text, "expiration_date").as_deref(), Some("December 31, 2000"));
+    }
+
+    // --- nothing found, and never a panic
+
+    #[test]
+    fn no_match_gives_empty_map() {
+        let text = "The quick brown fox jumps over the lazy dog. It was a sunny day and nobody signed anything.";
+        assert!(extract(text).is_empty());
+        assert!(extract("").is_empty());
+        assert!(extract("   \n\t  ").is_empty());
+    }
+
+    #[test]
+    fn non_ascii_and_odd_input_do_not_panic() {
+        let texts = [
+            "Ü".repeat(10_000),
+            "ÄGREEMENT «between» Zürich AG („Zürich“) and Société Générale S.A. (« SG »). 日本語のテキスト。"
+                .to_string(),
+            "This Agreement shall be governed by the laws of Ελλάδα. Ünless either party…".to_string(),
+            "\u{0}\u{1}\u{feff}\u{200b} between\u{a0}\u{a0}and (\"\") (\"".to_string(),
+            "between".to_string(),
+            "(\"x\")".repeat(500),
+            ". . . ! ? ".repeat(1000),
+            "laws of ".repeat(1000),
+            "renew for ".repeat(1000),
+            "🙂 AGREEMENT 🙂\n".repeat(300),
+        ];
+        for t in &texts {
+            let out = extract(t);
+            let n = t.chars().count();
+            for f in out.values() {
+                assert!(f.evidence.start <= f.evidence.end && f.evidence.end <= n);
+            }
+        }
+    }
+
+    #[test]
+    fn very_long_text_is_handled() {
+        let clause = "The Supplier shall deliver the Products to the Customer in accordance with the purchase orders issued from time to time. ";
+        let mut text = String::from("SUPPLY AGREEMENT\nThis Supply Agreement is made as of April 1, 2007 by and between Foo Inc. (\"Foo\") and Bär GmbH (\"Bär\").\n");
+        for _ in 0..20_000 {
+            text.push_str(clause);
+        }
+        text.push_str("This Agreement shall be governed by the laws of the State of Texas.");
+        let out = extract(&text);
+        assert_eq!(out.get("agreement_date").map(|f| f.raw.as_str()), Some("April 1, 2007"));
+        // "made as of" alone does not make the date an effective date.
+        assert_eq!(out.get("effective_date"), None);
+        assert_eq!(out.get("parties").map(|f| f.raw.as_str()), Some("Foo Inc. (\"Foo\"); Bär GmbH (\"Bär\")"));
+        let gl = out.get("governing_law").expect("governing law");
+        assert_eq!(gl.raw, "the State of Texas");
+        let ev: String = text.chars().skip(gl.evidence.start).take(gl.evidence.len()).collect();
+        assert_eq!(ev, "This Agreement shall be governed by the laws of the State of Texas.");
+    }
+
+    #[test]
+    fn evidence_maps_back_through_collapsed_whitespace() {
+        let text =
+            "Recitals   follow.\n\nThis   Agreement shall\n   be governed by the laws of\nthe State of   New York.";
+        let f = extract(text).remove("governing_law").expect("found");
+        assert_eq!(f.raw, "the State of New York");
+        let ev: String = text.chars().skip(f.evidence.start).take(f.evidence.len()).collect();
+        assert_eq!(ev, "This   Agreement shall\n   be governed by the laws of\nthe State of   New York.");
+    }
+}

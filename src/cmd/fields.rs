@@ -1,0 +1,746 @@
+//! Contract fields: `docpipe extract-fields` generates each done document's answers (title,
+//! parties, dates, renewal, notice period, governing law) with the decoder, from one shared
+//! context of the clause scorer's best passages, and stores them with the scorer's presence
+//! answers in `document_fields`; `docpipe fields DOC` prints them; `docpipe eval-fields`
+//! scores them, and the rule-based baseline beside them, against CUAD's answers.
+//!
+//! Several documents are extracted together: their questions decode in one continuous batch,
+//! and the questions of one document share its context's KV cache (prefix reuse).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use docpipe_fields::answer::{interpret, resolve_expiration, Outcome};
+use docpipe_fields::normalize::Value;
+use docpipe_fields::prompt::{self, Budget, Passage, PROMPT_VERSION};
+use docpipe_fields::{Field, FIELDS};
+use docpipe_model::chat::Message;
+use docpipe_model::constrain::{Constraint, Schema};
+use docpipe_model::engine::{Event, Request};
+use docpipe_model::sampling::Sampling;
+use docpipe_store::fields::{Evidence, FieldRow, FieldsDocument, Label};
+use docpipe_store::PgPool;
+use uuid::Uuid;
+
+use super::generate::{Decoder, DecoderArgs};
+use crate::cli::Common;
+use crate::setup;
+
+/// Best segments per field category offered to the context.
+const PASSAGES_PER_FIELD: i64 = 2;
+/// Tokens an answer may take (parties lists are longer).
+const MAX_ANSWER_TOKENS: usize = 64;
+const MAX_PARTIES_TOKENS: usize = 160;
+/// Between the user message's context and its question: where the shared prefix ends.
+const QUESTION_MARK: &str = "\u{1}QUESTION\u{1}";
+
+/// A document with what the extraction reads from Postgres.
+pub struct DocInput {
+    pub doc: FieldsDocument,
+    pub evidence: Vec<Evidence>,
+    pub labels: Vec<Label>,
+}
+
+/// Token counts of one document's extraction.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DocStats {
+    pub context_tokens: usize,
+    pub prompt_tokens: usize,
+    pub generated_tokens: usize,
+    pub retries: usize,
+}
+
+/// The decoder, with one JSON constraint per field.
+pub struct Extractor {
+    decoder: Decoder,
+    model: String,
+    constraints: Vec<Arc<Constraint>>,
+}
+
+impl Extractor {
+    pub fn load(args: &DecoderArgs) -> Result<Self> {
+        let m = docpipe_ops::metrics::get();
+        m.set_ready("decoder", Err("loading the decoder".into()));
+        let decoder = args.load()?;
+        m.set_ready("decoder", Ok(()));
+        let model = args.model_path()?.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let texts = decoder.tokenizer.token_texts();
+        let constraints = FIELDS
+            .iter()
+            .map(|f| {
+                let schema =
+                    Schema::from_json(&prompt::schema(f)).map_err(|e| anyhow::anyhow!("schema of {}: {e}", f.key))?;
+                Ok(Arc::new(Constraint::new(Arc::new(schema), texts.clone())))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Extractor { decoder, model, constraints })
+    }
+
+    pub fn engine_stats(&self) -> &docpipe_model::engine::Stats {
+        &self.decoder.engine.stats
+    }
+
+    /// The prompt of one question: the shared prefix (system message and context) and the
+    /// question's own tokens, tokenized apart so that every question of the document starts
+    /// with exactly the same tokens.
+    fn prompt_ids(&self, context: &str, question: &str) -> Result<(Vec<u32>, Vec<u32>)> {
+        let tok = &self.decoder.tokenizer;
+        let text = tok.chat_prompt(&[
+            Message::new("system", prompt::SYSTEM),
+            Message::new("user", &format!("{context}{QUESTION_MARK}")),
+        ])?;
+        let (head, tail) = text.split_once(QUESTION_MARK).context("chat template dropped the question")?;
+        Ok((tok.encode(head)?, tok.encode(&format!("{question}{tail}"))?))
+    }
+
+    /// Extract the fields of `docs` together; per document its rows and token counts.
+    pub fn extract(&mut self, docs: &[DocInput]) -> Result<Vec<(Vec<FieldRow>, DocStats)>> {
+        let contexts: Vec<prompt::Context> = docs.iter().map(context_of).collect();
+        let mut stats = vec![DocStats::default(); docs.len()];
+        let mut heads = Vec::with_capacity(docs.len());
+        for (d, ctx) in contexts.iter().enumerate() {
+            let (head, _) = self.prompt_ids(&prompt::context_message(ctx), "")?;
+            stats[d].context_tokens = head.len();
+            heads.push(prompt::context_message(ctx));
+        }
+        // (document, field) → outcome and the answer's confidence
+        let mut outcomes: BTreeMap<(usize, usize), (Outcome, Option<String>, Option<f32>)> = BTreeMap::new();
+        let mut jobs: Vec<(usize, usize)> =
+            (0..docs.len()).flat_map(|d| (0..FIELDS.len()).map(move |f| (d, f))).collect();
+        for strict in [false, true] {
+            if jobs.is_empty() {
+                break;
+            }
+            let answers = self.ask(&heads, &jobs, strict, &mut stats)?;
+            let mut again = Vec::new();
+            for ((d, f), (raw, confidence)) in jobs.iter().copied().zip(answers) {
+                let field = &FIELDS[f];
+                let outcome = match raw {
+                    Ok(a) => (interpret(field, a.as_deref()), a),
+                    Err(e) => (Outcome::Invalid(e), None),
+                };
+                if matches!(outcome.0, Outcome::Invalid(_)) && !strict {
+                    again.push((d, f));
+                    stats[d].retries += 1;
+                }
+                outcomes.insert((d, f), (outcome.0, outcome.1, confidence));
+            }
+            jobs = again;
+        }
+        let mut out = Vec::with_capacity(docs.len());
+        for (d, input) in docs.iter().enumerate() {
+            out.push((self.rows(input, &contexts[d], d, &mut outcomes), stats[d]));
+        }
+        Ok(out)
+    }
+
+    /// Ask the `jobs` (document, field) questions; per job the parsed raw answer (or why it
+    /// is not the schema's JSON) and its confidence.
+    #[allow(clippy::type_complexity)]
+    fn ask(
+        &mut self,
+        heads: &[String],
+        jobs: &[(usize, usize)],
+        strict: bool,
+        stats: &mut [DocStats],
+    ) -> Result<Vec<(Result<Option<String>, String>, Option<f32>)>> {
+        let mut results: Vec<(Result<Option<String>, String>, Option<f32>)> =
+            vec![(Err("no answer".into()), None); jobs.len()];
+        for (i, &(d, f)) in jobs.iter().enumerate() {
+            let field = &FIELDS[f];
+            let (mut ids, q) = self.prompt_ids(&heads[d], &prompt::question(field, strict))?;
+            ids.extend(q);
+            stats[d].prompt_tokens += ids.len();
+            if tracing::enabled!(tracing::Level::TRACE) {
+                tracing::trace!(field = field.key, prompt = %self.decoder.tokenizer.decode(&ids)?, "prompt");
+            }
+            let max_new_tokens =
+                if field.kind == docpipe_fields::Kind::Parties { MAX_PARTIES_TOKENS } else { MAX_ANSWER_TOKENS };
+            self.decoder.engine.add(Request {
+                id: i as u64,
+                prompt: ids,
+                sampling: Sampling::Greedy,
+                max_new_tokens,
+                stop: self.decoder.tokenizer.stop_ids.clone(),
+                constraint: Some(self.constraints[f].clone()),
+            })?;
+        }
+        while !self.decoder.engine.is_idle() {
+            for ev in self.decoder.engine.step()? {
+                if let Event::Done { id, tokens, logprob, finish } = ev {
+                    let i = id as usize;
+                    let (d, f) = jobs[i];
+                    stats[d].generated_tokens += tokens.len();
+                    let text = self.decoder.tokenizer.decode(&tokens)?;
+                    tracing::debug!(field = FIELDS[f].key, document = d, strict, answer = %text, "answer generated");
+                    let confidence = (!tokens.is_empty()).then(|| (logprob / tokens.len() as f64).exp() as f32);
+                    let parsed = match finish {
+                        docpipe_model::engine::Finish::Length => {
+                            Err(format!("answer cut at {} tokens: {text:?}", tokens.len()))
+                        }
+                        docpipe_model::engine::Finish::Stop => prompt::parse_answer(&FIELDS[f], &text),
+                    };
+                    results[i] = (parsed, confidence);
+                }
+            }
+        }
+        Ok(results)
+    }
+
+    /// The stored rows of document `d`: its answers (the expiration resolved from the
+    /// effective date), then the clause scorer's presence answers.
+    fn rows(
+        &self,
+        input: &DocInput,
+        ctx: &prompt::Context,
+        d: usize,
+        outcomes: &mut BTreeMap<(usize, usize), (Outcome, Option<String>, Option<f32>)>,
+    ) -> Vec<FieldRow> {
+        let idx = |key: &str| FIELDS.iter().position(|f| f.key == key);
+        let get = |o: &BTreeMap<(usize, usize), (Outcome, Option<String>, Option<f32>)>, key: &str| {
+            idx(key).and_then(|f| o.get(&(d, f))).map(|x| x.0.clone())
+        };
+        if let Some(e) = idx("expiration_date") {
+            let effective = get(outcomes, "effective_date");
+            let agreement = get(outcomes, "agreement_date");
+            if let Some(entry) = outcomes.get_mut(&(d, e)) {
+                entry.0 = resolve_expiration(entry.0.clone(), effective.as_ref(), agreement.as_ref());
+            }
+        }
+        let mut rows = Vec::new();
+        for (f, field) in FIELDS.iter().enumerate() {
+            let Some((outcome, raw, confidence)) = outcomes.get(&(d, f)) else { continue };
+            let evidence = evidence_json(field, ctx);
+            rows.push(field_row(field.key, outcome, raw.clone(), evidence, *confidence, "model", &self.model));
+        }
+        rows.extend(presence_rows(input));
+        rows
+    }
+}
+
+/// The document's context: its opening and the best passages for each field's category.
+fn context_of(input: &DocInput) -> prompt::Context {
+    let cands: Vec<Passage> = input
+        .evidence
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            // rank within the category: evidence comes best first per category
+            let rank = input.evidence[..i].iter().filter(|x| x.category == e.category).count();
+            Passage {
+                category: e.category.clone(),
+                segment: Some(e.segment_index),
+                chars: e.char_start.max(0) as usize..e.char_end.max(0) as usize,
+                page: e.page,
+                rank,
+                text: e.text.clone(),
+            }
+        })
+        .collect();
+    prompt::build_context(&input.doc.text, &cands, Budget::default())
+}
+
+/// Where an answer's evidence is: the field's passages shown to the model (the opening for
+/// the title, the parties and the agreement date).
+fn evidence_json(field: &Field, ctx: &prompt::Context) -> serde_json::Value {
+    let mut ps = ctx.evidence_for(field.cuad);
+    if matches!(field.key, "document_name" | "parties" | "agreement_date" | "effective_date") {
+        ps.extend(ctx.evidence_for("opening"));
+    }
+    serde_json::Value::Array(
+        ps.iter()
+            .map(|p| {
+                serde_json::json!({
+                    "segment": p.segment, "char_start": p.chars.start, "char_end": p.chars.end, "page": p.page
+                })
+            })
+            .collect(),
+    )
+}
+
+/// One stored row for an answer.
+pub fn field_row(
+    key: &str,
+    outcome: &Outcome,
+    raw: Option<String>,
+    evidence: serde_json::Value,
+    confidence: Option<f32>,
+    source: &'static str,
+    model: &str,
+) -> FieldRow {
+    let (status, value, reason) = match outcome {
+        Outcome::Answered(v) => ("answered", v.clone(), None),
+        Outcome::None => ("none", Value::None, None),
+        Outcome::Invalid(why) => ("unknown", Value::None, Some(why.clone())),
+    };
+    FieldRow {
+        field: key.to_string(),
+        status,
+        raw,
+        value: serde_json::to_value(&value).unwrap_or(serde_json::Value::Null),
+        value_type: value.type_name().to_string(),
+        canonical: value.canonical(),
+        value_date: match &value {
+            Value::Date { date } => Some(*date),
+            _ => None,
+        },
+        value_interval: match &value {
+            Value::Duration { duration } => Some(duration.to_iso()),
+            _ => None,
+        },
+        reason,
+        evidence,
+        confidence,
+        source,
+        model: model.to_string(),
+        prompt_version: PROMPT_VERSION.to_string(),
+    }
+}
+
+/// The clause scorer's presence answers for the categories that are not answer fields.
+fn presence_rows(input: &DocInput) -> Vec<FieldRow> {
+    input
+        .labels
+        .iter()
+        .filter(|l| !FIELDS.iter().any(|f| f.cuad == l.category))
+        .map(|l| FieldRow {
+            field: format!("has:{}", l.category),
+            status: "answered",
+            raw: Some(if l.present { "Yes" } else { "No" }.into()),
+            value: serde_json::json!({"type": "boolean", "value": l.present}),
+            value_type: "boolean".into(),
+            canonical: l.present.to_string(),
+            value_date: None,
+            value_interval: None,
+            reason: None,
+            evidence: serde_json::json!([{
+                "segment": l.segment_index, "char_start": l.char_start, "char_end": l.char_end, "page": l.page
+            }]),
+            confidence: Some(l.score),
+            source: "clause_scorer",
+            model: "clause-scorer".into(),
+            prompt_version: PROMPT_VERSION.to_string(),
+        })
+        .collect()
+}
+
+/// Count a document's answers by outcome, and the document.
+fn count(rows: &[FieldRow], outcome: &str) {
+    let m = docpipe_ops::metrics::get();
+    for r in rows.iter().filter(|r| r.source == "model") {
+        docpipe_ops::metrics::Metrics::outcome(&m.fields_answers, r.status);
+    }
+    docpipe_ops::metrics::Metrics::outcome(&m.fields_documents, outcome);
+}
+
+/// What `extract-fields` is told.
+pub struct ExtractOptions {
+    pub bucket: Option<String>,
+    pub documents: Vec<String>,
+    pub redo: bool,
+    /// Documents decoded together.
+    pub group: usize,
+}
+
+/// What a whole extraction did.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub documents: usize,
+    pub failed: usize,
+    pub wall: Duration,
+    pub stats: DocStats,
+    pub prefill_tokens: u64,
+    pub cached_prompt_tokens: u64,
+}
+
+async fn load_input(pool: &PgPool, id: Uuid) -> Result<Option<DocInput>> {
+    let Some(doc) = docpipe_store::fields::document(pool, &id.to_string()).await? else { return Ok(None) };
+    let cats: Vec<String> = FIELDS.iter().map(|f| f.cuad.to_string()).collect();
+    let evidence = docpipe_store::fields::evidence(pool, id, &cats, PASSAGES_PER_FIELD).await?;
+    let labels = docpipe_store::fields::labels(pool, id).await?;
+    Ok(Some(DocInput { doc, evidence, labels }))
+}
+
+/// Extract the fields of the done documents that lack them (or of the named ones).
+pub async fn extract(c: &Common, args: &DecoderArgs, o: &ExtractOptions) -> Result<Summary> {
+    let pool = setup::db(c).await?;
+    let mut ids: Vec<Uuid> = Vec::new();
+    for d in &o.documents {
+        let doc = docpipe_store::fields::document(&pool, d).await?.with_context(|| format!("no document {d}"))?;
+        anyhow::ensure!(
+            doc.status == "done",
+            "document {} is {}, not done: its clauses are not scored yet",
+            doc.key,
+            doc.status
+        );
+        ids.push(doc.id);
+    }
+    if o.documents.is_empty() {
+        ids = docpipe_store::fields::pending(&pool, o.bucket.as_deref(), o.redo).await?;
+    }
+    let mut summary = Summary::default();
+    if ids.is_empty() {
+        tracing::info!("no documents awaiting fields");
+        return Ok(summary);
+    }
+    let mut extractor = tokio::task::block_in_place(|| Extractor::load(args))?;
+    let t0 = Instant::now();
+    for group in ids.chunks(o.group.max(1)) {
+        let mut inputs = Vec::new();
+        for &id in group {
+            if let Some(input) = load_input(&pool, id).await? {
+                docpipe_store::fields::set_status(&pool, id, "running", None).await?;
+                inputs.push(input);
+            }
+        }
+        let tg = Instant::now();
+        let result = tokio::task::block_in_place(|| extractor.extract(&inputs));
+        let secs = tg.elapsed().as_secs_f64();
+        match result {
+            Ok(outputs) => {
+                for (input, (rows, st)) in inputs.iter().zip(outputs) {
+                    let d = &input.doc;
+                    let stored = docpipe_store::fields::store(&pool, d.id, d.generation, d.run_id, &rows).await?;
+                    count(&rows, "done");
+                    let answered = rows.iter().filter(|r| r.source == "model" && r.status == "answered").count();
+                    let unknown = rows.iter().filter(|r| r.status == "unknown").count();
+                    tracing::info!(
+                        run_id = %d.run_id, document_id = %d.id, document = %d.key, stored, answered, unknown,
+                        context_tokens = st.context_tokens, prompt_tokens = st.prompt_tokens,
+                        generated_tokens = st.generated_tokens, retries = st.retries,
+                        group_s = format!("{secs:.1}"), "fields extracted"
+                    );
+                    summary.documents += 1;
+                    summary.stats.context_tokens += st.context_tokens;
+                    summary.stats.prompt_tokens += st.prompt_tokens;
+                    summary.stats.generated_tokens += st.generated_tokens;
+                    summary.stats.retries += st.retries;
+                }
+            }
+            Err(e) => {
+                let why = format!("{e:#}");
+                for input in &inputs {
+                    tracing::error!(document_id = %input.doc.id, document = %input.doc.key, error = %why, "field extraction failed");
+                    let d = &input.doc;
+                    docpipe_store::fields::fail(&pool, d.id, d.generation, d.run_id, "permanent", &why).await?;
+                    count(&[], "failed");
+                    summary.failed += 1;
+                }
+            }
+        }
+    }
+    summary.wall = t0.elapsed();
+    let s = extractor.engine_stats();
+    summary.prefill_tokens = s.prefill_tokens;
+    summary.cached_prompt_tokens = s.cached_prompt_tokens;
+    print_summary(&summary);
+    Ok(summary)
+}
+
+fn print_summary(s: &Summary) {
+    let n = s.documents.max(1) as f64;
+    let secs = s.wall.as_secs_f64();
+    println!("fields: {} documents ({} failed) in {secs:.1} s", s.documents, s.failed);
+    println!("  seconds per contract      {:.1}", secs / n);
+    println!("  contracts per hour        {:.0}", if secs > 0.0 { s.documents as f64 * 3600.0 / secs } else { 0.0 });
+    println!("  context tokens / contract {:.0}", s.stats.context_tokens as f64 / n);
+    println!("  prompt tokens / contract  {:.0}", s.stats.prompt_tokens as f64 / n);
+    println!("  prefilled / contract      {:.0}", s.prefill_tokens as f64 / n);
+    println!("  generated / contract      {:.0}", s.stats.generated_tokens as f64 / n);
+    println!("  retries                   {}", s.stats.retries);
+    let total = s.prefill_tokens + s.cached_prompt_tokens;
+    if total > 0 {
+        println!(
+            "  prefix reuse saved        {:.1} % of prompt tokens ({} of {})",
+            100.0 * s.cached_prompt_tokens as f64 / total as f64,
+            s.cached_prompt_tokens,
+            total
+        );
+    }
+}
+
+/// `docpipe fields DOC`: a document's answers with their evidence.
+pub async fn show(c: &Common, document: &str) -> Result<()> {
+    let pool = setup::db(c).await?;
+    let doc =
+        docpipe_store::fields::document(&pool, document).await?.with_context(|| format!("no document {document}"))?;
+    let rows = docpipe_store::fields::stored(&pool, doc.id).await?;
+    if rows.is_empty() {
+        println!(
+            "{}: no fields yet (status {}); run `docpipe extract-fields --document {}`",
+            doc.key, doc.status, doc.id
+        );
+        return Ok(());
+    }
+    println!("{} ({})", doc.key, doc.id);
+    let order = |f: &str| FIELDS.iter().position(|x| x.key == f).unwrap_or(usize::MAX);
+    let mut rows = rows;
+    rows.sort_by_key(|r| (order(&r.field), r.field.clone()));
+    for r in &rows {
+        if r.field.starts_with("has:") {
+            continue;
+        }
+        let value = match r.status.as_str() {
+            "answered" => format!("{} [{}]", r.canonical, r.value_type),
+            "none" => "— (not stated)".into(),
+            _ => format!("unknown: {}", r.reason.as_deref().unwrap_or("")),
+        };
+        println!("\n{:<36} {value}", r.field);
+        if let Some(raw) = &r.raw {
+            println!("  answer      {raw}");
+        }
+        if let Some(conf) = r.confidence {
+            println!("  confidence  {conf:.2}");
+        }
+        if let (Some(page), Some(text)) = (r.page, &r.evidence_text) {
+            let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            let clipped: String = text.chars().take(240).collect();
+            println!("  evidence    p.{page}: {clipped}{}", if text.chars().count() > 240 { " …" } else { "" });
+        }
+    }
+    let present: Vec<&str> =
+        rows.iter().filter(|r| r.field.starts_with("has:") && r.canonical == "true").map(|r| &r.field[4..]).collect();
+    println!(
+        "\nclauses present (clause scorer): {}",
+        if present.is_empty() { "none".into() } else { present.join(", ") }
+    );
+    Ok(())
+}
+
+/// `docpipe eval-fields`: extract what is missing in `bucket`, then score the stored answers
+/// and the rule-based baseline against `labels`.
+pub async fn eval(c: &Common, args: &DecoderArgs, labels_path: &Path, bucket: &str, group: usize) -> Result<()> {
+    let labels = docpipe_fields::eval::read_labels(labels_path)?;
+    let opts = ExtractOptions { bucket: Some(bucket.to_string()), documents: Vec::new(), redo: false, group };
+    extract(c, args, &opts).await?;
+    let pool = setup::db(c).await?;
+    let wanted = labels.files();
+    let mut files = Vec::new();
+    let mut model: BTreeMap<(String, String), Value> = BTreeMap::new();
+    let mut rules: BTreeMap<(String, String), Value> = BTreeMap::new();
+    let mut present: BTreeMap<(String, String), bool> = BTreeMap::new();
+    for id in docpipe_store::fields::done_in_bucket(&pool, bucket).await? {
+        let Some(doc) = docpipe_store::fields::document(&pool, &id.to_string()).await? else { continue };
+        let file = doc.key.rsplit('/').next().unwrap_or(&doc.key).to_string();
+        if !wanted.contains(&file) {
+            continue;
+        }
+        files.push(file.clone());
+        for (field, value, source) in docpipe_store::fields::values(&pool, id).await? {
+            match (source.as_str(), field.strip_prefix("has:")) {
+                ("clause_scorer", Some(cat)) => {
+                    present.insert(
+                        (file.clone(), cat.to_string()),
+                        value.get("value").and_then(|v| v.as_bool()) == Some(true),
+                    );
+                }
+                _ => {
+                    if let Ok(v) = serde_json::from_value::<Value>(value) {
+                        model.insert((file.clone(), field), v);
+                    }
+                }
+            }
+        }
+        // the baseline: regular expressions over the same text
+        let found = docpipe_fields::rules::extract(&doc.text);
+        let mut outcomes: BTreeMap<&str, Outcome> = BTreeMap::new();
+        for f in FIELDS {
+            let raw = found.get(f.key).map(|x| x.raw.as_str());
+            outcomes.insert(f.key, interpret(f, raw));
+        }
+        if let Some(exp) = outcomes.get("expiration_date").cloned() {
+            let r = resolve_expiration(exp, outcomes.get("effective_date"), outcomes.get("agreement_date"));
+            outcomes.insert("expiration_date", r);
+        }
+        for (k, o) in outcomes {
+            if let Outcome::Answered(v) = o {
+                rules.insert((file.clone(), k.to_string()), v);
+            }
+        }
+    }
+    anyhow::ensure!(!files.is_empty(), "none of the labelled files is a done document in s3://{bucket}");
+    let m = docpipe_fields::eval::score(&labels, &files, &model, &present);
+    let b = docpipe_fields::eval::score(&labels, &files, &rules, &present);
+    println!("\nfield extraction on {} contracts ({}), against {}", files.len(), bucket, labels_path.display());
+    println!("{:<38} {:>8} {:>8} {:>6}", "field", "model", "rules", "n");
+    for ((k, mc, mt), (_, bc, _)) in m.per_field.iter().zip(&b.per_field) {
+        println!("{k:<38} {:>8.2} {:>8.2} {mt:>6}", *mc as f64 / (*mt).max(1) as f64, *bc as f64 / (*mt).max(1) as f64);
+    }
+    println!("{:<38} {:>8.2} {:>8.2} {:>6}", "overall", m.accuracy(), b.accuracy(), m.total);
+    let categories: std::collections::BTreeSet<&String> = labels.presence.keys().map(|(_, c)| c).collect();
+    println!(
+        "presence of {} other categories (clause scorer): precision {:.2} recall {:.2}",
+        categories.len(),
+        m.presence_precision(),
+        m.presence_recall()
+    );
+    if std::env::var_os("EVAL_FIELDS_ROWS").is_some() {
+        for r in m.rows.iter().filter(|r| !r.correct) {
+            println!(
+                "miss {:<40} {:<36} gold {:<30} got {}",
+                &r.file[..r.file.len().min(40)],
+                r.field,
+                r.gold,
+                r.predicted
+            );
+        }
+    }
+    println!("fields_accuracy_rules {:.2}", b.accuracy());
+    println!("fields_accuracy {:.2}", m.accuracy());
+    Ok(())
+}
+
+/// How long a done document may wait without a fields status before a fields worker queues
+/// it (its task was lost between the aggregator's commit and its publish, or the aggregator
+/// runs without `--fields`).
+const STRANDED_AFTER_S: f64 = 300.0;
+/// How often a fields worker looks for such documents.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+/// How long a fields worker waits for more tasks to decode together.
+const GATHER_WAIT: Duration = Duration::from_millis(250);
+
+/// `docpipe fields-worker`: the decode role, until SIGTERM.
+pub async fn worker(c: &Common, args: &DecoderArgs, group: usize) -> Result<()> {
+    let pool = setup::db(c).await?;
+    let extractor = tokio::task::block_in_place(|| Extractor::load(args))?;
+    let extractor = Arc::new(tokio::sync::Mutex::new(extractor));
+    serve(c, pool, extractor, group, "docpipe-fields", docpipe_ops::shutdown_signal()).await;
+    Ok(())
+}
+
+/// The fields role, kept connected across broker restarts, until `stop`.
+pub async fn serve(
+    c: &Common,
+    pool: PgPool,
+    extractor: Arc<tokio::sync::Mutex<Extractor>>,
+    group: usize,
+    name: &str,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
+    docpipe_bus::supervise(&setup::broker(c), name, stop, |conn, topology, stop| {
+        let (pool, extractor) = (pool.clone(), extractor.clone());
+        async move { consume(&conn, &topology, &pool, &extractor, group, stop).await }
+    })
+    .await
+}
+
+/// Take tasks from `P.fields` (up to `group` decode together), and fail the documents of
+/// its dead letters; every minute, queue the done documents that were never queued.
+async fn consume(
+    conn: &lapin::Connection,
+    topology: &docpipe_bus::Topology,
+    pool: &PgPool,
+    extractor: &tokio::sync::Mutex<Extractor>,
+    group: usize,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<()> {
+    use docpipe_contract::messages::{FieldsTask, SCHEMA_VERSION};
+    let group = group.max(1);
+    let dead = topology.dead_queue(&topology.fields());
+    let queues = [(topology.fields(), "docpipe-fields"), (dead, "docpipe-fields-dlq")];
+    let prefetch = u16::try_from(group).unwrap_or(u16::MAX);
+    let mut inbox = docpipe_bus::Inbox::open(conn, prefetch, &queues).await?;
+    let publisher = docpipe_bus::Publisher::new(conn).await?;
+    tracing::info!(queue = topology.fields(), group, "fields worker consuming");
+    let mut sweep = tokio::time::interval(SWEEP_EVERY);
+    let check = |t: &FieldsTask| match t.schema {
+        SCHEMA_VERSION => Ok(()),
+        s => Err(format!("fields task with unsupported schema {s} (expected {SCHEMA_VERSION})")),
+    };
+    loop {
+        let first = tokio::select! {
+            d = inbox.recv() => d?,
+            _ = sweep.tick() => {
+                for (id, run_id, generation) in docpipe_store::fields::stranded(pool, STRANDED_AFTER_S).await? {
+                    tracing::info!(document_id = %id, "queueing a done document that was never queued for fields");
+                    let task = FieldsTask { schema: SCHEMA_VERSION, run_id, document_id: id, generation };
+                    publisher.publish_all(&topology.fields(), &[task]).await?;
+                    docpipe_store::fields::set_status(pool, id, "queued", None).await?;
+                }
+                continue;
+            }
+            _ = stop.changed() => break,
+        };
+        let mut batch = vec![first];
+        while batch.len() < group {
+            match tokio::time::timeout(GATHER_WAIT, inbox.recv()).await {
+                Ok(d) => batch.push(d?),
+                Err(_) => break,
+            }
+        }
+        let mut tasks = Vec::new();
+        for (queue, delivery) in batch {
+            let Some(task) = docpipe_bus::decode::<FieldsTask>(&delivery, "fields task", check).await? else {
+                continue;
+            };
+            if queue == 1 {
+                let why = "dead-lettered from the fields queue: failed on every delivery";
+                tracing::warn!(run_id = %task.run_id, document_id = %task.document_id, "{why}");
+                docpipe_store::fields::fail(pool, task.document_id, task.generation, task.run_id, "permanent", why)
+                    .await?;
+                docpipe_bus::ack(&delivery).await?;
+                continue;
+            }
+            tasks.push((task, delivery));
+        }
+        let mut inputs = Vec::new();
+        let mut deliveries = Vec::new();
+        for (task, delivery) in tasks {
+            match load_input(pool, task.document_id).await? {
+                Some(input) if input.doc.generation == task.generation && input.doc.status == "done" => {
+                    docpipe_store::fields::set_status(pool, task.document_id, "running", None).await?;
+                    inputs.push(input);
+                    deliveries.push(delivery);
+                }
+                other => {
+                    let why = match other {
+                        None => "deleted".to_string(),
+                        Some(i) => format!("at generation {} status {}", i.doc.generation, i.doc.status),
+                    };
+                    tracing::info!(document_id = %task.document_id, generation = task.generation, now = why, "fields task of a superseded document dropped");
+                    docpipe_bus::ack(&delivery).await?;
+                }
+            }
+        }
+        if inputs.is_empty() {
+            continue;
+        }
+        let t0 = Instant::now();
+        let result = {
+            let mut ex = extractor.lock().await;
+            tokio::task::block_in_place(|| ex.extract(&inputs))
+        };
+        let secs = t0.elapsed().as_secs_f64();
+        match result {
+            Ok(outputs) => {
+                for ((input, (rows, st)), delivery) in inputs.iter().zip(outputs).zip(&deliveries) {
+                    let d = &input.doc;
+                    let stored = docpipe_store::fields::store(pool, d.id, d.generation, d.run_id, &rows).await?;
+                    count(&rows, "done");
+                    tracing::info!(
+                        run_id = %d.run_id, document_id = %d.id, document = %d.key, stored,
+                        prompt_tokens = st.prompt_tokens, generated_tokens = st.generated_tokens,
+                        retries = st.retries, group_s = format!("{secs:.1}"), "fields extracted"
+                    );
+                    docpipe_bus::ack(delivery).await?;
+                }
+            }
+            Err(e) => {
+                let why = format!("field extraction failed: {e:#}");
+                for (input, delivery) in inputs.iter().zip(&deliveries) {
+                    let d = &input.doc;
+                    tracing::error!(run_id = %d.run_id, document_id = %d.id, error = %why, "field extraction failed");
+                    docpipe_store::fields::fail(pool, d.id, d.generation, d.run_id, "permanent", &why).await?;
+                    count(&[], "failed");
+                    docpipe_bus::ack(delivery).await?;
+                }
+            }
+        }
+    }
+    inbox.close("fields worker stopping").await;
+    tracing::info!("fields worker stopped");
+    Ok(())
+}
