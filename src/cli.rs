@@ -255,8 +255,9 @@ pub enum Cmd {
         #[command(flatten)]
         decoder: crate::cmd::generate::DecoderArgs,
     },
-    /// Ingest again only the failed documents (of run R, or all of them); needs a worker and an
-    /// aggregator running, like `ingest`.
+    /// Ingest again only the failed documents (of run R, or all of them), and queue again the
+    /// field extraction of done documents whose extraction failed; needs a worker and an
+    /// aggregator (and a fields worker) running, like `ingest`.
     RetryFailed {
         #[arg(long)]
         run: Option<Uuid>,

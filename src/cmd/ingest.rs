@@ -99,7 +99,26 @@ async fn wait_once(pool: &PgPool, run_id: Uuid, run_timeout_s: u64) -> Result<()
 /// `docpipe retry-failed`: ingest again the failed documents (of one run, or all).
 pub async fn retry_failed(c: &Common, run: Option<Uuid>, ingest: &IngestArgs) -> Result<()> {
     let pool = setup::db(c).await?;
-    let (_conn, topology) = setup::amqp(c, "docpipe-retry").await?;
+    let (conn, topology) = setup::amqp(c, "docpipe-retry").await?;
+    // documents whose field extraction failed go back on P.fields (their embeddings are fine)
+    let fields = docpipe_store::fields::failed_extractions(&pool, run).await?;
+    if !fields.is_empty() {
+        let publisher = docpipe_bus::Publisher::new(&conn).await?;
+        let tasks: Vec<docpipe_contract::messages::FieldsTask> = fields
+            .iter()
+            .map(|&(document_id, run_id, generation)| docpipe_contract::messages::FieldsTask {
+                schema: docpipe_contract::messages::SCHEMA_VERSION,
+                run_id,
+                document_id,
+                generation,
+            })
+            .collect();
+        publisher.publish_all(&topology.fields(), &tasks).await?;
+        for t in &tasks {
+            docpipe_store::fields::set_status(&pool, t.document_id, "queued", None).await?;
+        }
+        println!("{} document(s) queued again for field extraction", tasks.len());
+    }
     let ingestor = setup::ingestor(c, ingest, pool, "docpipe-ingest", topology).await?;
     let run_id = ingestor.start_run("retry-failed", "*", "").await?;
     let summary = ingestor.retry_failed(run_id, run).await?;

@@ -42,18 +42,23 @@ pub async fn resolve_run(pool: &PgPool, run: Option<Uuid>) -> Result<Option<Uuid
 pub async fn print(pool: &PgPool, run_id: Uuid) -> Result<()> {
     let rows = progress::documents(pool, run_id).await?;
     println!("run {run_id}");
-    println!("{:<44} {:<10} {:>5} {:>4} {:>7}  error / warning", "document", "status", "pages", "ocr", "chunks");
+    println!(
+        "{:<44} {:<10} {:>5} {:>4} {:>7} {:<8}  error / warning",
+        "document", "status", "pages", "ocr", "chunks", "fields"
+    );
     for d in &rows {
         let chunks = match d.chunk_count {
             Some(n) => format!("{}/{n}", d.chunks_done),
             None => "-".into(),
         };
         let pages = d.pages.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
-        let err = match (&d.error, &d.warning) {
-            (Some(e), _) => e.clone(),
-            (None, Some(w)) => format!("warning: {w}"),
-            (None, None) => String::new(),
+        let err = match (&d.error, &d.warning, &d.fields_error) {
+            (Some(e), ..) => e.clone(),
+            (None, _, Some(f)) => format!("fields: {f}"),
+            (None, Some(w), None) => format!("warning: {w}"),
+            (None, None, None) => String::new(),
         };
+        let fields = d.fields_status.as_deref().unwrap_or("-");
         let key = if d.key.chars().count() > KEY_WIDTH {
             format!(
                 "…{}",
@@ -63,7 +68,7 @@ pub async fn print(pool: &PgPool, run_id: Uuid) -> Result<()> {
             d.key.clone()
         };
         println!(
-            "{key:<44} {:<10} {pages:>5} {:>4} {chunks:>7}  {}",
+            "{key:<44} {:<10} {pages:>5} {:>4} {chunks:>7} {fields:<8}  {}",
             d.status,
             d.ocr_pages,
             err.chars().take(ERROR_WIDTH).collect::<String>()

@@ -1040,8 +1040,20 @@ fn clean_role(s: &str) -> String {
     strip_article(t).to_string()
 }
 
+/// A descriptor after a party's name: ", a Delaware corporation", ", an Illinois limited
+/// liability company", ", a company organised under the laws of …" — not part of the name.
+static DESCRIPTOR: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i),\s+(?:a|an)\s+[^,;]*?\b(?:corporation|company|partnership|association|bank|trust|body corporate|entity|organi[sz]ation|subsidiary|limited|llc|ltd|gmbh|s\.a\.|plc)\b.*$")
+        .expect("the descriptor pattern compiles")
+});
+
 fn clean_name(s: &str) -> String {
     let mut t = collapse(s);
+    if let Some(m) = DESCRIPTOR.find(&t) {
+        if m.start() > 0 {
+            t.truncate(m.start());
+        }
+    }
     loop {
         let trimmed = t.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | ':' | '(' | '"'));
         let (head, last) = match trimmed.rsplit_once(' ') {
@@ -1992,7 +2004,7 @@ mod tests {
         );
         assert_eq!(
             parse_parties("Acme Corp., a Delaware corporation (\"Acme\")"),
-            vec![party("Acme Corp., a Delaware corporation", &["Acme"])]
+            vec![party("Acme Corp.", &["Acme"])]
         );
         assert_eq!(parse_parties("Beta LLC (a Nevada limited liability company)"), vec![party("Beta LLC", &[])]);
         assert_eq!(
@@ -2256,5 +2268,15 @@ mod tests {
             let f = parties_f1(&parties, &parties);
             assert!((0.0..=1.0).contains(&f));
         }
+    }
+
+    #[test]
+    fn descriptors_are_not_part_of_names() {
+        let p = parse_parties(
+            "Excite, Inc., a Delaware corporation (\"Excite\"); CyberShop, an Illinois limited liability company",
+        );
+        let names: Vec<&str> = p.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["Excite, Inc.", "CyberShop"], "{p:?}");
+        assert_eq!(parse_parties("Bank of America, N.A.")[0].name, "Bank of America, N.A.");
     }
 }

@@ -347,3 +347,16 @@ pub async fn pending_in_run(pool: &PgPool, run_id: Uuid) -> Result<i64, StoreErr
     .await
     .map_err(ctx(|| format!("counting the documents of run {run_id} awaiting fields")))
 }
+
+/// Done documents whose extraction failed (of `run`, or all): (document, run, generation).
+pub async fn failed_extractions(pool: &PgPool, run: Option<Uuid>) -> Result<Vec<(Uuid, Uuid, i32)>, StoreError> {
+    sqlx::query_as(
+        "SELECT id, run_id, generation FROM documents
+         WHERE status = 'done' AND fields_status = 'failed' AND ($1::uuid IS NULL OR run_id = $1)
+         ORDER BY key",
+    )
+    .bind(run)
+    .fetch_all(pool)
+    .await
+    .map_err(ctx(|| "listing the documents whose field extraction failed".to_string()))
+}

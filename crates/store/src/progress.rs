@@ -115,12 +115,15 @@ pub struct DocumentStatus {
     pub ocr_pages: i32,
     /// Processed, with something a reader should know (low OCR confidence, say).
     pub warning: Option<String>,
+    /// The extraction stage: queued, running, done, failed (NULL: not asked for).
+    pub fields_status: Option<String>,
+    pub fields_error: Option<String>,
 }
 
 /// The run's documents by status, then key.
 pub async fn documents(pool: &PgPool, run_id: Uuid) -> Result<Vec<DocumentStatus>, StoreError> {
     sqlx::query_as(
-        "SELECT key, status, pages, chunk_count, chunks_done, error, ocr_pages, warning
+        "SELECT key, status, pages, chunk_count, chunks_done, error, ocr_pages, warning, fields_status, fields_error
          FROM documents WHERE run_id = $1 ORDER BY status, key",
     )
     .bind(run_id)
