@@ -65,7 +65,7 @@ eval: provision build
 # the decoder's answers for each contract and a rule-based baseline, per field. Last line:
 # `fields_accuracy X.XX`. EVAL_BUCKET reuses the documents of `make eval`.
 eval-fields: provision decoder build
-	source $(SERVICES_ENV) && scripts/eval-fields.sh "$(LABELS)" "$(PDFS)"
+	source $(SERVICES_ENV) && EVAL_SCORE=fields scripts/eval.sh "$(LABELS)" "$(PDFS)"
 
 # Train the shipped clause scorer (crates/clauses/scorers/) on CUAD's training contracts; the
 # embedded segments are cached, so an interrupted run resumes. No services needed.

@@ -2,7 +2,9 @@
 # `make eval LABELS=path/to/labels.tsv PDFS=path/to/pdf-dir`: run the whole pipeline on the
 # labelled PDFs, then score the clause labels against the gold clauses (`docpipe eval`) with
 # the shipped clause scorer (EVAL_FOLDS=N ≥ 2: scorers learned under cross-validation instead;
-# DOCPIPE_CLAUSE_SCORER=file: another scorer file).
+# DOCPIPE_CLAUSE_SCORER=file: another scorer file). EVAL_SCORE=fields scores the contract
+# fields instead (`make eval-fields`: the decoder extracts those that lack them, then
+# `docpipe eval-fields` scores them and the rule-based baseline).
 # Expects the services' environment (scripts/services.sh env) and a built target/debug/docpipe.
 # Documents already done in the eval bucket with unchanged content are not embedded again.
 # The file names come from the labels file parsed as TSV with quoted fields (its clauses_json
@@ -35,4 +37,8 @@ echo "== uploading ${#files[@]} labelled PDFs to s3://$BUCKET"
 echo "== running the pipeline on s3://$BUCKET"
 "$BIN" run --bucket "$BUCKET"
 echo "== pipeline finished in $(( $(date +%s) - started )) s; scoring"
-"$BIN" eval --labels "$LABELS" --bucket "$BUCKET" --folds "$FOLDS"
+case "${EVAL_SCORE:-clauses}" in
+  clauses) "$BIN" eval --labels "$LABELS" --bucket "$BUCKET" --folds "$FOLDS" ;;
+  fields) "$BIN" eval-fields --labels "$LABELS" --bucket "$BUCKET" ;;
+  *) echo "eval: EVAL_SCORE is clauses or fields, not $EVAL_SCORE" >&2; exit 2 ;;
+esac

@@ -87,28 +87,40 @@ impl Extractor {
         &self.decoder.engine.stats
     }
 
-    /// The prompt of one question: the shared prefix (system message and context) and the
-    /// question's own tokens, tokenized apart so that every question of the document starts
-    /// with exactly the same tokens.
-    fn prompt_ids(&self, context: &str, question: &str) -> Result<(Vec<u32>, Vec<u32>)> {
-        let tok = &self.decoder.tokenizer;
-        let text = tok.chat_prompt(&[
+    /// The chat prompt around `context`, cut where the question goes: (prefix, what follows
+    /// the question).
+    fn template(&self, context: &str) -> Result<(String, String)> {
+        let text = self.decoder.tokenizer.chat_prompt(&[
             Message::new("system", prompt::SYSTEM),
             Message::new("user", &format!("{context}{QUESTION_MARK}")),
         ])?;
         let (head, tail) = text.split_once(QUESTION_MARK).context("chat template dropped the question")?;
-        Ok((tok.encode(head)?, tok.encode(&format!("{question}{tail}"))?))
+        Ok((head.to_string(), tail.to_string()))
+    }
+
+    /// A document's shared prefix (system message and context), tokenized once; every
+    /// question's tokens ([`Extractor::question_ids`]) follow it, so all the questions of a
+    /// document start with exactly the same tokens.
+    fn head_ids(&self, context: &str) -> Result<Vec<u32>> {
+        Ok(self.decoder.tokenizer.encode(&self.template(context)?.0)?)
+    }
+
+    /// A question's own tokens and the template's end of the turn.
+    fn question_ids(&self, question: &str) -> Result<Vec<u32>> {
+        let tail = self.template("")?.1;
+        Ok(self.decoder.tokenizer.encode(&format!("{question}{tail}"))?)
     }
 
     /// Extract the fields of `docs` together; per document its rows and token counts.
     pub fn extract(&mut self, docs: &[DocInput]) -> Result<Vec<(Vec<FieldRow>, DocStats)>> {
         let contexts: Vec<prompt::Context> = docs.iter().map(context_of).collect();
         let mut stats = vec![DocStats::default(); docs.len()];
+        // each document's shared prefix, tokenized once for all its questions
         let mut heads = Vec::with_capacity(docs.len());
         for (d, ctx) in contexts.iter().enumerate() {
-            let (head, _) = self.prompt_ids(&prompt::context_message(ctx), "")?;
+            let head = self.head_ids(&prompt::context_message(ctx))?;
             stats[d].context_tokens = head.len();
-            heads.push(prompt::context_message(ctx));
+            heads.push(head);
         }
         // (document, field) → outcome and the answer's confidence
         let mut outcomes: BTreeMap<(usize, usize), (Outcome, Option<String>, Option<f32>)> = BTreeMap::new();
@@ -146,7 +158,7 @@ impl Extractor {
     #[allow(clippy::type_complexity)]
     fn ask(
         &mut self,
-        heads: &[String],
+        heads: &[Vec<u32>],
         jobs: &[(usize, usize)],
         strict: bool,
         stats: &mut [DocStats],
@@ -155,8 +167,8 @@ impl Extractor {
             vec![(Err("no answer".into()), None); jobs.len()];
         for (i, &(d, f)) in jobs.iter().enumerate() {
             let field = &FIELDS[f];
-            let (mut ids, q) = self.prompt_ids(&heads[d], &prompt::question(field, strict))?;
-            ids.extend(q);
+            let mut ids = heads[d].clone();
+            ids.extend(self.question_ids(&prompt::question(field, strict))?);
             stats[d].prompt_tokens += ids.len();
             if tracing::enabled!(tracing::Level::TRACE) {
                 tracing::trace!(field = field.key, prompt = %self.decoder.tokenizer.decode(&ids)?, "prompt");
