@@ -432,12 +432,18 @@ pub enum Cmd {
         #[arg(long)]
         labels: PathBuf,
         /// The bucket the labelled PDFs were processed from.
+        #[arg(long, required_unless_present = "pdfs", conflicts_with = "pdfs")]
+        bucket: Option<String>,
+        /// Instead of a bucket: score the rule-based baseline alone on the PDFs of this
+        /// folder (no services, no model; their text is cached under $DOCPIPE_HOME/text).
         #[arg(long)]
-        bucket: String,
+        pdfs: Option<PathBuf>,
         #[arg(long, env = "DOCPIPE_FIELDS_GROUP", default_value_t = 4)]
         group: usize,
         #[command(flatten)]
         decoder: crate::cmd::generate::DecoderArgs,
+        #[command(flatten)]
+        ocr: OcrArgs,
     },
     /// How well OCR reads (`make eval-ocr`): pages of born-digital PDFs rendered and read by
     /// OCR, compared with their own text layer; character and word error rates, pages/s.

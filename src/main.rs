@@ -192,9 +192,11 @@ async fn dispatch(cli: Cli) -> Result<()> {
             cmd::fields::extract(c, &decoder, &opts).await.map(|_| ())
         }
         Cmd::Fields { document } => cmd::fields::show(c, &document).await,
-        Cmd::EvalFields { labels, bucket, group, decoder } => {
-            cmd::fields::eval(c, &decoder, &labels, &bucket, group).await
-        }
+        Cmd::EvalFields { labels, bucket, pdfs, group, decoder, ocr } => match (bucket, pdfs) {
+            (Some(bucket), _) => cmd::fields::eval(c, &decoder, &labels, &bucket, group).await,
+            (None, Some(pdfs)) => cmd::fields::eval_rules(&labels, &pdfs, &ocr).await,
+            (None, None) => anyhow::bail!("eval-fields needs --bucket or --pdfs"),
+        },
         Cmd::EvalOcr { pdfs, docs, pages_per_doc, ocr } => cmd::eval_ocr::run(&pdfs, docs, pages_per_doc, &ocr).await,
         Cmd::Status { run, watch, interval_s } => cmd::status::run(c, run, watch, interval_s).await,
         Cmd::Report { run, out } => cmd::report::run(c, run, out).await,

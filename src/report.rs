@@ -1,10 +1,11 @@
 //! `docpipe report --run R`: one self-contained HTML page about a run — throughput over
-//! time, per-stage latency, the workers' batch sizes, and failures. The plots are inline SVG
+//! time, per-stage latency, the workers' batch sizes, the contract fields extracted, and
+//! failures. The plots are inline SVG
 //! drawn here; the page loads nothing from anywhere.
 
 use std::fmt::Write as _;
 
-use docpipe_store::report::RunFigures;
+use docpipe_store::report::{FieldsLine, RunFigures};
 use uuid::Uuid;
 
 /// Everything the page shows, from the figures `docpipe_store::report` reads.
@@ -25,6 +26,7 @@ pub struct Report {
     failure_classes: Vec<(String, String, i64)>,
     failures: Vec<(String, String, String, i32, String)>,
     flagged: Vec<(String, String)>,
+    fields: Vec<FieldsLine>,
 }
 
 impl Report {
@@ -79,6 +81,7 @@ impl Report {
             failure_classes: f.failure_classes,
             failures: f.failures,
             flagged: f.flagged,
+            fields: f.fields,
         }
     }
 }
@@ -90,6 +93,7 @@ impl Report {
         self.throughput(&mut h);
         self.latency(&mut h);
         self.batches(&mut h);
+        self.fields(&mut h);
         self.flagged(&mut h);
         self.failures(&mut h);
         h.push_str("</body></html>\n");
@@ -187,6 +191,54 @@ impl Report {
             }
             h.push_str("</table>");
         }
+    }
+
+    /// The answers extracted from the run's done documents (`contract_fields`).
+    fn fields(&self, h: &mut String) {
+        h.push_str("<h2>Contract fields</h2>");
+        let count = |s: Option<&str>| self.fields.iter().filter(|f| f.status.as_deref() == s).count();
+        if self.fields.iter().all(|f| f.status.is_none()) {
+            h.push_str("<p>No field extraction in this run (run with <code>--fields</code>, or <code>docpipe extract-fields</code>).</p>");
+            return;
+        }
+        let _ = write!(
+            h,
+            "<p>{} extracted, {} failed, {} queued or running, {} not asked for.</p>",
+            count(Some("done")),
+            count(Some("failed")),
+            count(Some("queued")) + count(Some("running")),
+            count(None)
+        );
+        h.push_str(
+            "<table><tr><th>object</th><th>title</th><th>parties</th><th>agreement date</th><th>effective</th>\
+             <th>expiration</th><th>renewal</th><th>notice</th><th>governing law</th></tr>",
+        );
+        let cell = |v: &Option<String>| esc(v.as_deref().unwrap_or("—"));
+        for f in &self.fields {
+            if f.status.as_deref() != Some("done") {
+                let why = match (&f.status, &f.error) {
+                    (Some(s), Some(e)) => format!("{s}: {e}"),
+                    (Some(s), None) => s.clone(),
+                    (None, _) => "not asked for".into(),
+                };
+                let _ = write!(h, "<tr><td>{}</td><td colspan=8><i>{}</i></td></tr>", esc(&f.key), esc(&why));
+                continue;
+            }
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&f.key),
+                cell(&f.title),
+                cell(&f.parties),
+                cell(&f.agreement_date),
+                cell(&f.effective_date),
+                cell(&f.expiration),
+                cell(&f.renewal),
+                cell(&f.notice_period),
+                cell(&f.governing_law)
+            );
+        }
+        h.push_str("</table>");
     }
 
     /// Documents processed with a warning: done, but worth a look.

@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use docpipe_fields::answer::{interpret, resolve_expiration, Outcome};
+use docpipe_fields::answer::{choose, interpret, resolve_expiration, rules_answers, Outcome};
 use docpipe_fields::normalize::Value;
 use docpipe_fields::prompt::{self, Budget, Passage, PROMPT_VERSION};
-use docpipe_fields::{Field, FIELDS};
+use docpipe_fields::{Field, Source, FIELDS};
 use docpipe_model::chat::Message;
 use docpipe_model::constrain::{Constraint, Schema};
 use docpipe_model::engine::{Event, Request};
@@ -31,10 +31,6 @@ use crate::setup;
 
 /// Best segments per field category offered to the context.
 const PASSAGES_PER_FIELD: i64 = 2;
-/// Fields whose answer falls back to the rule-based baseline when the model finds none: the
-/// renewal term and the notice period, which the model misses where the rules, written for
-/// their standard wording, find them (measured on CUAD training contracts, docs/fields.md).
-const RULES_FALLBACK: &[&str] = &["renewal_term", "notice_period_to_terminate_renewal"];
 /// Tokens an answer may take (parties lists are longer).
 const MAX_ANSWER_TOKENS: usize = 64;
 const MAX_PARTIES_TOKENS: usize = 160;
@@ -227,25 +223,29 @@ impl Extractor {
             }
         }
         let mut rows = Vec::new();
-        let found = docpipe_fields::rules::extract(&input.doc.text);
+        let mut rules = rules_answers(&input.doc.text);
         for (f, field) in FIELDS.iter().enumerate() {
             let Some((outcome, raw, confidence)) = outcomes.get(&(d, f)) else { continue };
-            // where the model found nothing for a field whose wording the rules know well,
-            // the rules' answer, marked as theirs
-            if *outcome == Outcome::None && RULES_FALLBACK.contains(&field.key) {
-                if let Some(hit) = found.get(field.key) {
-                    if let Outcome::Answered(v) = interpret(field, Some(&hit.raw)) {
-                        let evidence = serde_json::json!([{
-                            "segment": null, "char_start": hit.evidence.start, "char_end": hit.evidence.end, "page": null
-                        }]);
-                        let o = Outcome::Answered(v);
-                        rows.push(field_row(field.key, &o, Some(hit.raw.clone()), evidence, None, "rules", "rules"));
-                        continue;
-                    }
+            let Some((by_rules, hit)) = rules.remove(field.key) else { continue };
+            let rules_raw = hit.as_ref().map(|h| h.raw.clone());
+            let row = match (choose(field.policy, outcome, &by_rules), hit) {
+                (Source::Rules, Some(hit)) => {
+                    let evidence = serde_json::json!([{
+                        "segment": null, "char_start": hit.evidence.start, "char_end": hit.evidence.end, "page": null
+                    }]);
+                    let mut row = field_row(field.key, &by_rules, Some(hit.raw), evidence, None, "rules", "rules");
+                    row.alternative = Some(alternative("model", outcome, raw.as_deref()));
+                    row
                 }
-            }
-            let evidence = evidence_json(field, ctx);
-            rows.push(field_row(field.key, outcome, raw.clone(), evidence, *confidence, "model", &self.model));
+                _ => {
+                    let evidence = evidence_json(field, ctx);
+                    let mut row =
+                        field_row(field.key, outcome, raw.clone(), evidence, *confidence, "model", &self.model);
+                    row.alternative = Some(alternative("rules", &by_rules, rules_raw.as_deref()));
+                    row
+                }
+            };
+            rows.push(row);
         }
         rows.extend(presence_rows(input));
         rows
@@ -328,7 +328,18 @@ pub fn field_row(
         source,
         model: model.to_string(),
         prompt_version: PROMPT_VERSION.to_string(),
+        alternative: None,
     }
+}
+
+/// An answer as the `alternative` column keeps it.
+fn alternative(source: &str, outcome: &Outcome, raw: Option<&str>) -> serde_json::Value {
+    let (status, value) = match outcome {
+        Outcome::Answered(v) => ("answered", v.clone()),
+        Outcome::None => ("none", Value::None),
+        Outcome::Invalid(_) => ("unknown", Value::None),
+    };
+    serde_json::json!({"source": source, "status": status, "raw": raw, "value": value})
 }
 
 /// The clause scorer's presence answers for the categories that are not answer fields.
@@ -354,6 +365,7 @@ fn presence_rows(input: &DocInput) -> Vec<FieldRow> {
             source: "clause_scorer",
             model: "clause-scorer".into(),
             prompt_version: PROMPT_VERSION.to_string(),
+            alternative: None,
         })
         .collect()
 }
@@ -526,6 +538,19 @@ pub async fn show(c: &Common, document: &str) -> Result<()> {
         if let Some(conf) = r.confidence {
             println!("  confidence  {conf:.2}");
         }
+        if let Some(alt) = &r.alternative {
+            let other = alt.get("value").cloned().and_then(|v| serde_json::from_value::<Value>(v).ok());
+            let other = match other {
+                Some(v) if !v.is_none() => v.canonical(),
+                _ => "none".into(),
+            };
+            let who = alt.get("source").and_then(|s| s.as_str()).unwrap_or("?");
+            let agree =
+                if other == r.canonical || (other == "none" && r.status != "answered") { "agrees" } else { "differs" };
+            println!("  source      {} ({who} {agree}: {other})", r.source);
+        } else {
+            println!("  source      {}", r.source);
+        }
         if let (Some(page), Some(text)) = (r.page, &r.evidence_text) {
             let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
             let clipped: String = text.chars().take(240).collect();
@@ -561,7 +586,15 @@ pub async fn eval(c: &Common, args: &DecoderArgs, labels_path: &Path, bucket: &s
             continue;
         }
         files.push(file.clone());
-        for (field, value, source) in docpipe_store::fields::values(&pool, id).await? {
+        for (field, value, source, alt) in docpipe_store::fields::values(&pool, id).await? {
+            // the model's own answer, where the rules' was stored
+            if let Some(v) = alt
+                .filter(|a| a.get("source").and_then(|s| s.as_str()) == Some("model"))
+                .and_then(|a| a.get("value").cloned())
+                .and_then(|v| serde_json::from_value::<Value>(v).ok())
+            {
+                model_only.insert((file.clone(), field.clone()), v);
+            }
             match (source.as_str(), field.strip_prefix("has:")) {
                 ("clause_scorer", Some(cat)) => {
                     present.insert(
@@ -580,17 +613,7 @@ pub async fn eval(c: &Common, args: &DecoderArgs, labels_path: &Path, bucket: &s
             }
         }
         // the baseline: regular expressions over the same text
-        let found = docpipe_fields::rules::extract(&doc.text);
-        let mut outcomes: BTreeMap<&str, Outcome> = BTreeMap::new();
-        for f in FIELDS {
-            let raw = found.get(f.key).map(|x| x.raw.as_str());
-            outcomes.insert(f.key, interpret(f, raw));
-        }
-        if let Some(exp) = outcomes.get("expiration_date").cloned() {
-            let r = resolve_expiration(exp, outcomes.get("effective_date"), outcomes.get("agreement_date"));
-            outcomes.insert("expiration_date", r);
-        }
-        for (k, o) in outcomes {
+        for (k, (o, _)) in rules_answers(&doc.text) {
             if let Outcome::Answered(v) = o {
                 rules.insert((file.clone(), k.to_string()), v);
             }
@@ -602,7 +625,7 @@ pub async fn eval(c: &Common, args: &DecoderArgs, labels_path: &Path, bucket: &s
     let o = docpipe_fields::eval::score(&labels, &files, &model_only, &present);
     println!("\nfield extraction on {} contracts ({}), against {}", files.len(), bucket, labels_path.display());
     println!(
-        "docpipe: the stored answers (the model, and the rules where the model found no renewal or notice period)"
+        "docpipe: the stored answers (per field, the model's or the rules' first, the other where it has none: `policy`)"
     );
     println!("{:<38} {:>8} {:>8} {:>8} {:>6}", "field", "docpipe", "model", "rules", "n");
     let acc = |c: usize, t: usize| c as f64 / t.max(1) as f64;
@@ -617,20 +640,109 @@ pub async fn eval(c: &Common, args: &DecoderArgs, labels_path: &Path, bucket: &s
         m.presence_precision(),
         m.presence_recall()
     );
-    if std::env::var_os("EVAL_FIELDS_ROWS").is_some() {
-        for r in m.rows.iter().filter(|r| !r.correct) {
-            println!(
-                "miss {:<40} {:<36} gold {:<30} got {}",
-                &r.file[..r.file.len().min(40)],
-                r.field,
-                r.gold,
-                r.predicted
-            );
-        }
-    }
+    print_misses(&m);
     println!("fields_accuracy_model_only {:.2}", o.accuracy());
     println!("fields_accuracy_rules {:.2}", b.accuracy());
     println!("fields_accuracy {:.2}", m.accuracy());
+    Ok(())
+}
+
+/// With `EVAL_FIELDS_ROWS` set, every wrong answer of `r`.
+fn print_misses(r: &docpipe_fields::eval::Report) {
+    if std::env::var_os("EVAL_FIELDS_ROWS").is_none() {
+        return;
+    }
+    for x in r.rows.iter().filter(|x| !x.correct) {
+        println!(
+            "miss {:<40} {:<36} gold {:<30} got {}",
+            &x.file[..x.file.len().min(40)],
+            x.field,
+            x.gold,
+            x.predicted
+        );
+    }
+}
+
+/// `docpipe eval-fields --pdfs DIR`: the rule-based baseline alone, on local PDFs (no services,
+/// no model), for working on the rules against a large labelled set; each PDF's text is cached
+/// by its sha256 under `$DOCPIPE_HOME/text`. Per field: accuracy, how often the rules answer,
+/// and how often they are right when they do (what decides which source answers first).
+pub async fn eval_rules(labels_path: &Path, pdfs: &Path, ocr: &crate::cli::OcrArgs) -> Result<()> {
+    use docpipe_text::extract::{ExtractLimits, Extractor as PdfText};
+    use futures_util::StreamExt;
+    use sha2::Digest;
+    let labels = docpipe_fields::eval::read_labels(labels_path)?;
+    let cache = docpipe_text::model_dir::docpipe_home().context("no home directory for the text cache")?.join("text");
+    std::fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
+    let limits = ExtractLimits::default();
+    let ocr = docpipe_text::ocr::Ocr::new(ocr.config(limits.memory_bytes >> 20));
+    let pdf_text = PdfText { exe: std::env::current_exe()?, limits, ocr };
+    let wanted: Vec<String> = labels.files().into_iter().filter(|f| pdfs.join(f).is_file()).collect();
+    anyhow::ensure!(!wanted.is_empty(), "none of the files of {} is in {}", labels_path.display(), pdfs.display());
+    let started = Instant::now();
+    let texts: Vec<(String, Result<String>)> = futures_util::stream::iter(wanted.iter().cloned())
+        .map(|file| {
+            let (pdf_text, cache) = (&pdf_text, &cache);
+            async move {
+                let text = async {
+                    let path = pdfs.join(&file);
+                    let pdf = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+                    let cached = cache.join(format!("{}.txt", hex::encode(sha2::Sha256::digest(&pdf))));
+                    if let Ok(t) = std::fs::read_to_string(&cached) {
+                        return Ok(t);
+                    }
+                    let pages =
+                        pdf_text.extract(&pdf).await.with_context(|| format!("extracting {}", path.display()))?;
+                    let text = docpipe_text::prepare::DocumentText::from_pages(&pages.pages).text;
+                    std::fs::write(&cached, &text).with_context(|| format!("writing {}", cached.display()))?;
+                    Ok(text)
+                }
+                .await;
+                (file, text)
+            }
+        })
+        .buffer_unordered(2)
+        .collect()
+        .await;
+    let mut files = Vec::new();
+    let mut rules: BTreeMap<(String, String), Value> = BTreeMap::new();
+    for (file, text) in texts {
+        let text = match text {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("skipping {file}: {e:#}");
+                continue;
+            }
+        };
+        for (k, (o, _)) in rules_answers(&text) {
+            if let Outcome::Answered(v) = o {
+                rules.insert((file.clone(), k.to_string()), v);
+            }
+        }
+        files.push(file);
+    }
+    files.sort();
+    let r = docpipe_fields::eval::score(&labels, &files, &rules, &BTreeMap::new());
+    println!(
+        "\nrules alone on {} contracts of {} ({:.0} s)",
+        files.len(),
+        pdfs.display(),
+        started.elapsed().as_secs_f64()
+    );
+    println!("{:<38} {:>8} {:>9} {:>10} {:>6}", "field", "accuracy", "answered", "precision", "n");
+    for &(k, c, t) in &r.per_field {
+        let rows = r.rows.iter().filter(|x| x.field == k && x.predicted != "none");
+        let (answered, right) = rows.fold((0, 0), |(a, c), x| (a + 1, c + x.correct as usize));
+        println!(
+            "{k:<38} {:>8.2} {:>9.2} {:>10.2} {t:>6}",
+            c as f64 / t.max(1) as f64,
+            answered as f64 / t.max(1) as f64,
+            right as f64 / answered.max(1) as f64
+        );
+    }
+    println!("{:<38} {:>8.2} {:>9} {:>10} {:>6}", "overall", r.accuracy(), "", "", r.total);
+    print_misses(&r);
+    println!("fields_accuracy_rules {:.2}", r.accuracy());
     Ok(())
 }
 

@@ -2,7 +2,8 @@ use crate::common::docpipe;
 use crate::fixture::Run;
 
 /// The run with `--fields` queued every done document on P.fields and its fields worker (the
-/// small decoder) stored one row per answer field and one presence row per other category;
+/// small decoder) stored one row per answer field (the model's or the rules' answer, the
+/// other source's beside it) and one presence row per other category;
 /// answers are typed, the wide view has a row per contract, failed documents have none, and
 /// `docpipe fields` prints a contract's answers.
 pub async fn done_documents_get_their_fields(run: &Run) {
@@ -17,20 +18,23 @@ pub async fn done_documents_get_their_fields(run: &Run) {
                 .await
                 .unwrap();
         assert_eq!(status.as_deref(), Some("done"), "{key}: fields {status:?} {error:?}");
-        let rows: Vec<(String, String, String, String, Option<String>, String, String)> = sqlx::query_as(
-            "SELECT field, status, value_type, canonical, raw, source, prompt_version
+        let rows: Vec<(String, String, String, String, Option<String>, String, String, Option<String>)> =
+            sqlx::query_as(
+                "SELECT field, status, value_type, canonical, raw, source, prompt_version, alternative ->> 'source'
              FROM document_fields WHERE document_id = $1 ORDER BY field",
-        )
-        .bind(doc.id)
-        .fetch_all(&run.pool)
-        .await
-        .unwrap();
-        let model: Vec<_> = rows.iter().filter(|r| r.5 == "model").collect();
+            )
+            .bind(doc.id)
+            .fetch_all(&run.pool)
+            .await
+            .unwrap();
+        let answers: Vec<_> = rows.iter().filter(|r| r.5 == "model" || r.5 == "rules").collect();
         let presence: Vec<_> = rows.iter().filter(|r| r.5 == "clause_scorer").collect();
-        assert_eq!(model.len(), docpipe_fields::FIELDS.len(), "{key}: {rows:?}");
+        assert_eq!(answers.len(), docpipe_fields::FIELDS.len(), "{key}: {rows:?}");
         assert_eq!(presence.len(), 41 - docpipe_fields::FIELDS.len(), "{key}: one presence row per other category");
-        for (field, status, value_type, canonical, raw, _, version) in &model {
+        for (field, status, value_type, canonical, raw, source, version, other) in &answers {
             assert_eq!(version, docpipe_fields::prompt::PROMPT_VERSION);
+            let expected_other = if source == "model" { "rules" } else { "model" };
+            assert_eq!(other.as_deref(), Some(expected_other), "{key} {field}: the other source's answer is kept");
             match status.as_str() {
                 "answered" => {
                     assert!(

@@ -35,12 +35,12 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
     bad_files::bad_files_fail_with_reasons(&run).await;
     tiling::done_documents_tile_their_tokens(&run).await;
     stage_stats::chunks_and_documents_record_their_timings(&run).await;
-    report::report_draws_the_run(&run).await;
     poison::poison_message_is_parked(&run).await;
     round_trip::chunk_offsets_round_trip_the_text(&run).await;
     segments::segments_are_embedded_in_context_and_alone(&run).await;
     labels::done_documents_are_labelled_and_summarised(&run).await;
     fields::done_documents_get_their_fields(&run).await;
+    report::report_draws_the_run(&run).await;
     search::search_finds_clauses_and_refuses_unknown_categories(&run).await;
 
     // these act on the pipeline again: redeliver a result, re-run the bucket, retry the failed

@@ -4,7 +4,7 @@ use crate::fixture::Run;
 use crate::support::docpipe;
 
 /// `docpipe report` draws the run on one self-contained HTML page: throughput, latency, batches
-/// and the failures with their reasons.
+/// the contract fields extracted, and the failures with their reasons.
 pub async fn report_draws_the_run(run: &Run) {
     let (run_id,): (Uuid,) = sqlx::query_as("SELECT run_id FROM documents WHERE bucket = $1 AND key = 'short-nda.pdf'")
         .bind(&run.bucket)
@@ -22,6 +22,9 @@ pub async fn report_draws_the_run(run: &Run) {
         "Worker batches",
         "notes.pdf",
         "not a PDF",
+        "Contract fields",
+        "field extraction (done → fields stored)",
+        "<td>Delaware</td>",
     ] {
         assert!(html.contains(part), "report lacks {part:?}");
     }

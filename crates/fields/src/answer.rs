@@ -2,8 +2,11 @@
 //! the type the field needs (a date field that got "see Section 4" is not an answer), and
 //! resolve the expiration date from the effective date where the text gives a term.
 
+use std::collections::BTreeMap;
+
 use crate::normalize::{normalize, resolve_end, Value};
-use crate::{Field, Kind};
+use crate::rules::{self, Found};
+use crate::{Field, Kind, Policy, Source, FIELDS};
 
 /// What became of one field's answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +72,41 @@ pub fn resolve_expiration(expiration: Outcome, effective: Option<&Outcome>, agre
     }
 }
 
+/// The rule-based baseline's answer to every field of `text`: what the rules found,
+/// interpreted for its field like a model answer, the expiration resolved the same way.
+pub fn rules_answers(text: &str) -> BTreeMap<&'static str, (Outcome, Option<Found>)> {
+    let mut found = rules::extract(text);
+    let mut out: BTreeMap<&'static str, (Outcome, Option<Found>)> = FIELDS
+        .iter()
+        .map(|f| {
+            let hit = found.remove(f.key);
+            (f.key, (interpret(f, hit.as_ref().map(|h| h.raw.as_str())), hit))
+        })
+        .collect();
+    let effective = out.get("effective_date").map(|x| x.0.clone());
+    let agreement = out.get("agreement_date").map(|x| x.0.clone());
+    if let Some(exp) = out.get_mut("expiration_date") {
+        exp.0 = resolve_expiration(exp.0.clone(), effective.as_ref(), agreement.as_ref());
+    }
+    out
+}
+
+/// Whose answer to store under `policy`, given what the model and the rules made of a field.
+/// An answer counts when it is a value of the field's type; the second source is taken only
+/// where the first has none and the second has one.
+pub fn choose(policy: Policy, model: &Outcome, rules: &Outcome) -> Source {
+    let answered = |o: &Outcome| matches!(o, Outcome::Answered(_));
+    let (first, second, other) = match policy.first {
+        Source::Model => (model, rules, Source::Rules),
+        Source::Rules => (rules, model, Source::Model),
+    };
+    if !answered(first) && policy.fill && answered(second) {
+        other
+    } else {
+        policy.first
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +136,32 @@ mod tests {
         let eff = interpret(field("effective_date").unwrap(), Some("April 1, 2007"));
         let got = resolve_expiration(exp, Some(&eff), None);
         assert_eq!(got, Outcome::Answered(Value::Date { date: NaiveDate::from_ymd_opt(2022, 4, 1).unwrap() }));
+    }
+
+    #[test]
+    fn rules_answers_are_typed_and_resolved() {
+        let text = "LICENSE AGREEMENT\n\nThis License Agreement is made as of April 1, 2007 between Acme Inc. \
+                    and Beta LLC. The term of this Agreement is five (5) years from the date hereof. \
+                    This Agreement shall be governed by the laws of the State of Delaware.";
+        let got = rules_answers(text);
+        assert_eq!(got.len(), FIELDS.len());
+        let law = &got["governing_law"].0;
+        assert!(matches!(law, Outcome::Answered(Value::Jurisdiction { .. })), "{law:?}");
+        assert!(got["governing_law"].1.is_some());
+        assert!(matches!(got["agreement_date"].0, Outcome::Answered(Value::Date { .. })));
+    }
+
+    #[test]
+    fn the_policy_picks_the_first_answer_and_fills_gaps() {
+        use crate::{MODEL, MODEL_THEN_RULES, RULES_THEN_MODEL};
+        let yes = Outcome::Answered(Value::Perpetual);
+        let bad = Outcome::Invalid("x".into());
+        assert_eq!(choose(MODEL, &Outcome::None, &yes), Source::Model);
+        assert_eq!(choose(MODEL_THEN_RULES, &Outcome::None, &yes), Source::Rules);
+        assert_eq!(choose(MODEL_THEN_RULES, &bad, &yes), Source::Rules);
+        assert_eq!(choose(MODEL_THEN_RULES, &yes, &yes), Source::Model);
+        assert_eq!(choose(MODEL_THEN_RULES, &Outcome::None, &Outcome::None), Source::Model);
+        assert_eq!(choose(RULES_THEN_MODEL, &yes, &yes), Source::Rules);
+        assert_eq!(choose(RULES_THEN_MODEL, &yes, &Outcome::None), Source::Model);
     }
 }

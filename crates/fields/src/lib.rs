@@ -42,7 +42,33 @@ pub struct Field {
     pub kind: Kind,
     /// What the decoder is asked.
     pub question: &'static str,
+    /// Whose answer is stored: see [`answer::choose`].
+    pub policy: Policy,
 }
+
+/// Where a field's stored answer comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The decoder, from the document's evidence.
+    Model,
+    /// The rule-based baseline (`rules`), from the whole text.
+    Rules,
+}
+
+/// Which source answers a field first; the other answers where the first has no answer (or,
+/// for the model, no valid one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    pub first: Source,
+    pub fill: bool,
+}
+
+/// The model answers; where it finds nothing, nothing is stored.
+pub const MODEL: Policy = Policy { first: Source::Model, fill: false };
+/// The model answers; where it finds nothing, the rules may.
+pub const MODEL_THEN_RULES: Policy = Policy { first: Source::Model, fill: true };
+/// The rules answer where their pattern matches (they are precise there); the model elsewhere.
+pub const RULES_THEN_MODEL: Policy = Policy { first: Source::Rules, fill: true };
 
 /// The answer fields, in the order the wide view lists them.
 pub const FIELDS: &[Field] = &[
@@ -51,48 +77,56 @@ pub const FIELDS: &[Field] = &[
         cuad: "Document Name",
         kind: Kind::Text,
         question: "What is the title of this agreement, as written at its top?",
+        policy: MODEL,
     },
     Field {
         key: "parties",
         cuad: "Parties",
         kind: Kind::Parties,
         question: "Who are the parties that sign this agreement? Give each party's legal name and the short name or role the agreement defines for it.",
+        policy: MODEL,
     },
     Field {
         key: "agreement_date",
         cuad: "Agreement Date",
         kind: Kind::Date,
         question: "On what date was this agreement made, entered into or dated? Copy the date as written.",
+        policy: MODEL,
     },
     Field {
         key: "effective_date",
         cuad: "Effective Date",
         kind: Kind::Date,
         question: "On what date does this agreement become effective (the \"Effective Date\" or commencement date)? Copy the date as written.",
+        policy: MODEL,
     },
     Field {
         key: "expiration_date",
         cuad: "Expiration Date",
         kind: Kind::EndDate,
         question: "When does the initial term of this agreement end? Give the end date as written, or the length of the term and when it starts, as written.",
+        policy: MODEL,
     },
     Field {
         key: "renewal_term",
         cuad: "Renewal Term",
         kind: Kind::Duration,
         question: "Does this agreement renew or extend automatically when its term ends? If it does, how long is each renewal term, as written? If it does not renew automatically, answer null.",
+        policy: MODEL_THEN_RULES,
     },
     Field {
         key: "notice_period_to_terminate_renewal",
         cuad: "Notice Period To Terminate Renewal",
         kind: Kind::Duration,
         question: "If this agreement renews automatically, how much notice must a party give before the end of the term to stop the renewal, as written? If the excerpts do not say, answer null.",
+        policy: MODEL_THEN_RULES,
     },
     Field {
         key: "governing_law",
         cuad: "Governing Law",
         kind: Kind::Jurisdiction,
         question: "Under the laws of which state or country is this agreement governed and construed?",
+        policy: MODEL,
     },
 ];
 

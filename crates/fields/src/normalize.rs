@@ -422,10 +422,15 @@ static TEXT_DMY: LazyLock<Regex> = LazyLock::new(|| {
 static PARTIAL_BRACKETS: LazyLock<Regex> =
     LazyLock::new(|| regex(r"(?:\b(?P<m>\d{1,2})|\[\s*\]|_+)\s*/\s*(?:\[\s*\]|_+)\s*/\s*(?P<y>\d{4}|\d{2})\b"));
 /// `June 2014`, `June, 2014`, `June ___, 2014`.
-static PARTIAL_MONTH_YEAR: LazyLock<Regex> =
-    LazyLock::new(|| regex(&format!(r"(?i)\b(?P<m>{MONTH})\b\.?\s*(?:(?:\[\s*\]|_+)\s*)?(?:,\s*)?(?P<y>\d{{4}})\b")));
+static PARTIAL_MONTH_YEAR: LazyLock<Regex> = LazyLock::new(|| {
+    regex(&format!(r"(?i)\b(?P<m>{MONTH})\b\.?\s*(?:(?:\[[^\]\d\n]{{0,5}}\]|_+)\s*)?(?:,\s*)?(?P<y>\d{{4}})\b"))
+});
 /// `_________, 2009`, `[], 2009`.
-static PARTIAL_BLANK_YEAR: LazyLock<Regex> = LazyLock::new(|| regex(r"(?:_{2,}|\[\s*\])[\s_,\[\]]*(?P<y>\d{4})\b"));
+static PARTIAL_BLANK_YEAR: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"(?i)(?:(?:_{2,}|\[[^\]\d\n]{0,5}\])[\s_,\[\]]*|(?:(?:_{2,}|\[[^\]\d\n]{0,5}\]|\bthis)\s*)?\bday\s+of\s*(?:_{2,}|\[[^\]\d\n]{0,5}\])?\s*,?\s*)(?P<y>\d{4})\b",
+    )
+});
 /// A bare year: `2009`, `the year 2009`.
 static PARTIAL_YEAR_ONLY: LazyLock<Regex> =
     LazyLock::new(|| regex(r"(?i)^\s*(?:the\s+)?(?:year\s+)?(?P<y>\d{4})\s*\.?\s*$"));
@@ -1667,6 +1672,10 @@ mod tests {
         assert_eq!(normalize(Kind::Date, "as of ____________, 2009"), Value::PartialDate { year: 2009, month: None });
         assert_eq!(normalize(Kind::Date, "June __, 2014"), Value::PartialDate { year: 2014, month: Some(6) });
         assert_eq!(normalize(Kind::Date, "2009"), Value::PartialDate { year: 2009, month: None });
+        assert_eq!(normalize(Kind::Date, "[·] day of [·], 2019"), Value::PartialDate { year: 2019, month: None });
+        assert_eq!(normalize(Kind::Date, "[ ] day of [ ], 2020"), Value::PartialDate { year: 2020, month: None });
+        assert_eq!(normalize(Kind::Date, "this day of , 2015"), Value::PartialDate { year: 2015, month: None });
+        assert_eq!(normalize(Kind::Date, "March [•], 2016"), Value::PartialDate { year: 2016, month: Some(3) });
         assert_eq!(
             normalize(Kind::Date, "the date of signature"),
             Value::Text { text: "the date of signature".into() }

@@ -45,6 +45,10 @@ pub fn extract(text: &str) -> BTreeMap<&'static str, Found> {
         out.insert("agreement_date", w.found(a.raw.clone(), a.evidence.clone()));
     }
     if let Some(f) = effective_date(&w, agreement.as_ref()) {
+        // no date of making, but an effective date: CUAD gives it as the agreement date too
+        if agreement.is_none() {
+            out.insert("agreement_date", f.clone());
+        }
         out.insert("effective_date", f);
     }
     let expiration = expiration_date(&w);
@@ -272,11 +276,13 @@ const MONTH: &str = r"(?:January|February|March|April|May|June|July|August|Septe
 /// A day number; PDF text often splits a superscript suffix ("1s t").
 const ORD: &str = r"\d{1,2}(?:\s?(?:s\s?t|n\s?d|r\s?d|t\s?h))?";
 const YEAR: &str = r"(?:1[89]\d{2}|20\d{2})\b";
+/// A blank left to fill in: `____`, `[ ]`, `[·]`, `[•]`.
+const BLANK: &str = r"(?:_{2,}|\[[^\]\d\n]{0,5}\])";
 
 /// A date as contracts write it (blanks for a date left to fill in included).
 static DATE: LazyLock<String> = LazyLock::new(|| {
     format!(
-        r"(?:\b(?:{ORD}|_{{2,}})\s+day\s+of\s+(?:{MONTH}|_{{2,}})\s*,?\s*(?:in\s+the\s+year\s+)?(?:A\.?D\.?\s*)?{YEAR}|\b{MONTH}\s*(?:{ORD}|_{{2,}})\s*,?\s*{YEAR}|\b{ORD}(?:\s+of)?\s+{MONTH}\s*,?\s*{YEAR}|\b\d{{1,2}}/\d{{1,2}}/(?:\d{{4}}|\d{{2}})\b|\b\d{{1,2}}-\d{{1,2}}-(?:\d{{4}}|\d{{2}})\b|\b\d{{1,2}}\.\d{{1,2}}\.(?:19|20)\d{{2}}\b|\b(?:19|20)\d{{2}}-\d{{1,2}}-\d{{1,2}}\b|_{{3,}}\s*,?\s*{YEAR})"
+        r"(?:(?:\b{ORD}|{BLANK}|\bthis)\s+day\s+of\s*(?:{MONTH}|{BLANK})?\s*,?\s*(?:in\s+the\s+year\s+)?(?:A\.?D\.?\s*)?{YEAR}|\b{MONTH}\s*(?:{ORD}|{BLANK})\s*,?\s*{YEAR}|\b{MONTH}\s*,\s*{YEAR}|\b{ORD}(?:\s+of)?\s+{MONTH}\s*,?\s*{YEAR}|\b\d{{1,2}}/\d{{1,2}}/(?:\d{{4}}|\d{{2}})\b|\b\d{{1,2}}-\d{{1,2}}-(?:\d{{4}}|\d{{2}})\b|\b\d{{1,2}}\.\d{{1,2}}\.(?:19|20)\d{{2}}\b|\b(?:19|20)\d{{2}}-\d{{1,2}}-\d{{1,2}}\b|(?:_{{3,}}|\[[^\]\d\n]{{0,5}}\])\s*,?\s*{YEAR})"
     )
 });
 
@@ -731,7 +737,7 @@ static AD_TRIGGER: LazyLock<Regex> = LazyLock::new(|| {
 });
 static AD_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)(?:\bon|\bas\s+of|\bdated|\bdate|\beffective|\bthis|\bthe|\bof|\bmade|\binto|\bfrom|\bexecuted|\bsigned|,|:|\()\s*$",
+        r"(?i)(?:\bon|\bas\s+of|\bdated(?:\s+as)?|\bdate|\beffective|\bthis|\bthe|\bof|\bmade|\binto|\bfrom|\bexecuted|\bsigned|,|:|\()\s*$",
     )
 });
 static AD_BAD_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
@@ -748,7 +754,7 @@ static AD_OTHER_AGREEMENT: LazyLock<Regex> = LazyLock::new(|| {
 });
 static AD_DATED_ANY: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:this\s+(?:agreement|amendment|contract|lease|addendum)\s+(?:is|was|shall\s+be)\s+(?:dated|made|executed|signed|entered\s+into)(?:\s+(?:as\s+of|on|effective))?(?:\s+(?:this|the))?\s+|dated\s*:?\s*|date\s*:\s*)({DATE})",
+        r"(?i)\b(?:this\s+(?:agreement|amendment|contract|lease|addendum)\s+(?:is|was|shall\s+be)\s+(?:dated|made|executed|signed|entered\s+into)(?:\s+(?:as\s+of|on|effective))?(?:\s+(?:this|the))?\s+|dated\s*:?\s*(?:(?:this|the)\s+)?|date\s*:\s*)({DATE})",
     )
 });
 static AD_LABEL_BAD: LazyLock<Regex> = LazyLock::new(|| {
@@ -771,6 +777,7 @@ fn agreement_date(w: &Work) -> Option<DateHit> {
             && AD_PREFIX.is_match(near)
             && !AD_BAD_PREFIX.is_match(near)
             && !AD_OTHER_AGREEMENT.is_match(wide)
+            && !SOURCE_LINE.is_match(wide)
         {
             return Some(DateHit { raw: tidy_date(m.as_str()), evidence: sent });
         }
@@ -778,12 +785,55 @@ fn agreement_date(w: &Work) -> Option<DateHit> {
     for c in AD_DATED_ANY.captures_iter(&w.s) {
         let (Some(all), Some(d)) = (c.get(0), c.get(1)) else { continue };
         let label = w.slice(all.start().saturating_sub(20), all.start());
-        if AD_LABEL_BAD.is_match(label) {
+        let wide = w.slice(d.start().saturating_sub(160), d.start());
+        if AD_LABEL_BAD.is_match(label) || AD_OTHER_AGREEMENT.is_match(wide) || SOURCE_LINE.is_match(wide) {
             continue;
+        }
+        // a "Date:" line of a signature block: the agreement is made when the last party signs
+        if DATE_LABEL.is_match(all.as_str()) {
+            if let Some(hit) = last_signature_date(w, d.start()) {
+                return Some(hit);
+            }
         }
         return Some(DateHit { raw: tidy_date(d.as_str()), evidence: w.sentence(all.start(), d.end()) });
     }
-    None
+    // "IN WITNESS WHEREOF ... executed this Agreement on the 1st day of June, 2006", "signed at
+    // Pretoria on this 31st day of March 2001": the last such date
+    AD_SIGNED_ON
+        .captures_iter(&w.s)
+        .filter_map(|c| {
+            let (all, d) = (c.get(0)?, c.get(1)?);
+            let date = crate::normalize::parse_date(d.as_str())?;
+            Some((date, all.start(), d.end(), d.as_str().to_string()))
+        })
+        .max_by_key(|x| x.0)
+        .map(|(_, s0, s1, raw)| DateHit { raw: tidy_date(&raw), evidence: w.sentence(s0, s1) })
+}
+
+static AD_SIGNED_ON: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)\b(?:executed|signed|done)\b[^.;]{0,80}?\b(?:on|this|as\s+of)\s+(?:this\s+|the\s+)?({DATE})")
+});
+
+/// "Source: COMPANY, 10-K, 2/27/2020": the EDGAR filing's footer, never a date of the contract.
+static SOURCE_LINE: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bsource\s*:[^:]{0,100},\s*$"));
+static DATE_LABEL: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)^date\s*:"));
+static SIGNED_DATE: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bdate(?:d|\s+signed)?\s*:+\s*({DATE})"));
+
+/// The latest of the "Date:" lines within 500 bytes of the one at byte `at` (the parties of a
+/// signature block sign on different days).
+fn last_signature_date(w: &Work, at: usize) -> Option<DateHit> {
+    let a = ceil_cb(&w.s, at.saturating_sub(500));
+    let b = floor_cb(&w.s, (at + 500).min(w.s.len())).max(a);
+    let (window, base) = (&w.s[a..b], a);
+    SIGNED_DATE
+        .captures_iter(window)
+        .filter_map(|c| {
+            let d = c.get(1)?;
+            let date = crate::normalize::parse_date(d.as_str())?;
+            Some((date, d.start() + base, d.end() + base, d.as_str().to_string()))
+        })
+        .max_by_key(|x| x.0)
+        .map(|(_, s0, s1, raw)| DateHit { raw: tidy_date(&raw), evidence: w.sentence(s0, s1) })
 }
 
 /// `<date> (the "Effective Date")`, `"Effective Date" means <date>`, `Effective Date: <date>`.
@@ -1618,6 +1668,22 @@ mod tests {
         assert_eq!(get(text, "agreement_date").as_deref(), Some("2nd day of January 2020"));
         let ev = evidence(text, "agreement_date");
         assert!(ev.starts_with("THIS CONSULTING AGREEMENT"), "{ev}");
+    }
+
+    #[test]
+    fn agreement_date_from_signature_lines_is_the_last_signature() {
+        let text = "SUPPLY TERMS\nThe parties agree as follows.\nACME Inc. By: /s/ A Name: A Date: 1/19/07\nBETA LLC By: /s/ B Name: B Date: January 22, 2007\nSource: ACME INC, 10-K, 8/22/2019";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("January 22, 2007"));
+        let text = "AMENDMENT\nWHEREAS, the parties have previously entered into the Agreement dated January 22, 2007, and\nWHEREAS, they wish to amend it.\nBy: X Date: August 4, 2010";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("August 4, 2010"));
+    }
+
+    #[test]
+    fn agreement_date_left_blank_in_a_template() {
+        let text = "This TRADEMARK LICENSE AGREEMENT (this \"Agreement\") is made and effective as of [ ] day of [ ], 2020 (\"Effective Date\"), by and between A LLC and B Inc.";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("[ ] day of [ ], 2020"));
+        let text = "THIS AGREEMENT is effective as of the [·] day of [·], 2019 between A and B.";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("[·] day of [·], 2019"));
     }
 
     #[test]

@@ -114,7 +114,11 @@ fn bench(gguf: &str, dtype: &str, prompts: &str, keep_heap: bool) {
         blocks: 64 * 512 / 16,
         max_batch_tokens: 2048,
         max_running: 64,
-        kv_kind: precision.kind(),
+        kv_kind: std::env::var("BENCH_KV_DTYPE")
+            .unwrap_or_else(|_| "auto".into())
+            .parse::<docpipe_model::kv_cache::KvDtype>()
+            .unwrap_or_else(|e| die(e))
+            .kind(precision.kind()),
         prefix_reuse: true,
     };
     let mut engine = Engine::new(model, cfg).unwrap_or_else(|e| die(e.to_string()));

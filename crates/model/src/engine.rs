@@ -12,17 +12,25 @@
 //! After the pass, each sequence whose prompt is complete samples a token; a sequence ends on
 //! a stop token or at its `max_new_tokens`, and leaves the batch at once, freeing its blocks.
 //! A request whose prompt and answer cannot fit the whole cache is refused when added.
+//!
+//! A beam-search request ([`Sampling::Beam`]) runs as up to `width` sequences of the batch,
+//! one per beam ([`crate::beam`] chooses them): once every beam of the request has its next
+//! token's log-probabilities, the best extensions become the next beams; a beam extended twice
+//! is forked, the fork sharing its full KV blocks and getting a copy of its last, partly
+//! filled one. Its tokens are sent when the search is over (the best answer is not known
+//! before).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tch::{Kind, TchError};
 
+use crate::beam::{Beam, BeamSearch, Offer};
 use crate::constrain::Constraint;
 use crate::kv_cache::{block_hash, BlockPool, KvCache};
 use crate::qwen2::{Qwen2, SeqInput};
-use crate::sampling::{log_prob, sample, Rng, Sampling};
+use crate::sampling::{log_prob, sample, top_log_probs, Rng, Sampling};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -79,7 +87,8 @@ pub struct EngineConfig {
     pub max_batch_tokens: usize,
     /// The most sequences decoding at once.
     pub max_running: usize,
-    /// Precision of the cached keys and values.
+    /// Precision of the cached keys and values (`Kind::Int8`: quantized, one scale per token
+    /// and KV head).
     pub kv_kind: Kind,
     /// Share the cached blocks of a prompt prefix already computed (off: every prompt is
     /// prefilled whole — for measuring what the sharing saves).
@@ -132,6 +141,15 @@ struct Seq {
     first_token: Option<Instant>,
     /// Sum of the generated tokens' log-probabilities.
     logprob: f64,
+    /// For a beam of a beam search: its sum as the search ranks it (under the constraint),
+    /// and its candidates for the next token once computed.
+    beam: Option<BeamState>,
+}
+
+#[derive(Clone)]
+struct BeamState {
+    sum: f64,
+    offers: Option<Vec<Offer>>,
 }
 
 impl Seq {
@@ -147,6 +165,8 @@ pub struct Engine {
     cfg: EngineConfig,
     waiting: VecDeque<Seq>,
     running: Vec<Seq>,
+    /// The searches of the beam-search requests, by request id.
+    searches: HashMap<u64, BeamSearch>,
     pub stats: Stats,
 }
 
@@ -160,6 +180,7 @@ impl Engine {
             c.num_kv_heads,
             c.head_dim,
             cfg.kv_kind,
+            model.kind(),
             model.device(),
         )?;
         Ok(Self {
@@ -169,6 +190,7 @@ impl Engine {
             cfg,
             waiting: VecDeque::new(),
             running: Vec::new(),
+            searches: HashMap::new(),
             stats: Stats::default(),
         })
     }
@@ -205,9 +227,15 @@ impl Engine {
         }
         let need = req.prompt.len() + req.max_new_tokens;
         let room = self.pool.total() * self.pool.block_size();
-        if need > room {
+        // the beams share the prompt's blocks; each has its own answer and a partial block
+        let width = match req.sampling {
+            Sampling::Beam { width, .. } => width.max(1),
+            _ => 1,
+        };
+        let held = req.prompt.len() + width * (req.max_new_tokens + self.pool.block_size()) - self.pool.block_size();
+        if held > room {
             return Err(refuse(format!(
-                "prompt {} + max new tokens {} = {need} tokens, over the KV cache's {room} token slots",
+                "prompt {} + {width} × max new tokens {} = {held} tokens, over the KV cache's {room} token slots",
                 req.prompt.len(),
                 req.max_new_tokens
             )));
@@ -224,7 +252,15 @@ impl Engine {
         let seed = match req.sampling {
             Sampling::Random { seed, .. } => seed,
             Sampling::Greedy => 0,
+            Sampling::Beam { width, length_penalty } => {
+                if self.searches.contains_key(&req.id) {
+                    return Err(refuse("a beam search with this id is running".into()));
+                }
+                self.searches.insert(req.id, BeamSearch::new(width, length_penalty, req.max_new_tokens));
+                0
+            }
         };
+        let beam = matches!(req.sampling, Sampling::Beam { .. }).then(|| BeamState { sum: 0.0, offers: None });
         self.waiting.push_back(Seq {
             tokens: req.prompt.clone(),
             prompt_len: req.prompt.len(),
@@ -236,6 +272,7 @@ impl Engine {
             arrived: Instant::now(),
             first_token: None,
             logprob: 0.0,
+            beam,
             req,
         });
         Ok(())
@@ -281,6 +318,11 @@ impl Engine {
         while i < self.running.len() && budget > 0 {
             let s = &self.running[i];
             let n = (s.tokens.len() - s.computed).min(budget);
+            if n == 0 {
+                // a beam waiting for the other beams of its search
+                i += 1;
+                continue;
+            }
             let upto = s.computed + n;
             if Self::grow(&mut self.pool, &mut self.running[i], upto) {
                 plan.push((i, n));
@@ -324,6 +366,16 @@ impl Engine {
             plan.push((self.running.len() - 1, n));
         }
         if plan.is_empty() {
+            // only beams waiting for the rest of their search hold the cache, and what waits
+            // cannot be admitted: let the newest go, to be recomputed
+            if !self.waiting.is_empty() {
+                if let Some(mut victim) = self.running.pop() {
+                    Self::free(&mut self.pool, &mut victim);
+                    self.stats.preemptions += 1;
+                    docpipe_ops::metrics::get().decoder_preemptions.inc();
+                    self.waiting.push_front(victim);
+                }
+            }
             return Ok(Vec::new());
         }
         let inputs: Vec<SeqInput> = plan
@@ -379,6 +431,24 @@ impl Engine {
                 continue;
             }
             let row = rows.next().expect("one row of logits per sequence that asked");
+            if let (Some(beam), Sampling::Beam { width, .. }) = (&mut s.beam, &s.req.sampling) {
+                // a beam offers its best tokens to its search, which chooses after the pass
+                let ranked = match &s.req.constraint {
+                    None => top_log_probs(row, 2 * width),
+                    Some(c) => {
+                        let mut masked = row.to_vec();
+                        c.mask(&s.text, &s.req.stop, &mut masked);
+                        top_log_probs(&masked, 2 * width)
+                    }
+                };
+                if ranked.is_empty() {
+                    return Err(EngineError::Sampling { id: s.req.id });
+                }
+                let offers =
+                    ranked.into_iter().map(|(token, lp)| Offer { token, logprob: lp, raw: log_prob(row, token) });
+                beam.offers = Some(offers.collect());
+                continue;
+            }
             let token = match &s.req.constraint {
                 None => sample(row, &s.req.sampling, &mut s.rng),
                 Some(c) => {
@@ -404,20 +474,150 @@ impl Engine {
                 finished.push((j, Finish::Length));
             }
         }
-        for &(j, finish) in finished.iter().rev() {
+        let (forks, dropped) = self.advance_searches(&mut events)?;
+        let mut leaving: Vec<(usize, Option<Finish>)> =
+            finished.into_iter().map(|(j, f)| (j, Some(f))).chain(dropped.into_iter().map(|j| (j, None))).collect();
+        leaving.sort_by(|a, b| b.0.cmp(&a.0));
+        for (j, finish) in leaving {
             let mut s = self.running.remove(j);
             Self::free(&mut self.pool, &mut s);
+            let Some(finish) = finish else { continue };
             if let Some(t) = s.first_token {
                 self.stats.ttft.push(t - s.arrived);
                 metrics.decoder_ttft_seconds.observe((t - s.arrived).as_secs_f64());
             }
             events.push(Event::Done { id: s.req.id, finish, tokens: s.generated().to_vec(), logprob: s.logprob });
         }
+        for f in forks {
+            if f.computed == 0 {
+                // no block for its copy: recomputed from the parent's cached prefix
+                self.waiting.push_front(f);
+            } else {
+                self.running.push(f);
+            }
+        }
         metrics.decoder_running.set(self.running.len() as i64);
         metrics.decoder_waiting.set(self.waiting.len() as i64);
         metrics.decoder_kv_blocks_used.set(self.pool.used() as i64);
         metrics.decoder_kv_blocks_free.set(self.pool.free() as i64);
         Ok(events)
+    }
+
+    /// Every beam search whose beams all have their candidates takes its step: returns the
+    /// forks (new beams) and the running indices of the beams that end (not extended, or the
+    /// search over, its answer sent in `events`). Beams extended once take their token in place.
+    fn advance_searches(&mut self, events: &mut Vec<Event>) -> Result<(Vec<Seq>, Vec<usize>), EngineError> {
+        let mut forks = Vec::new();
+        let mut dropped = Vec::new();
+        if self.searches.is_empty() {
+            return Ok((forks, dropped));
+        }
+        let ids: Vec<u64> = self.searches.keys().copied().collect();
+        let bs = self.pool.block_size();
+        for id in ids {
+            let members: Vec<usize> = (0..self.running.len())
+                .filter(|&j| self.running[j].beam.is_some() && self.running[j].req.id == id)
+                .collect();
+            let ready = !members.is_empty()
+                && members.iter().all(|&j| self.running[j].beam.as_ref().is_some_and(|b| b.offers.is_some()))
+                && !self.waiting.iter().any(|w| w.beam.is_some() && w.req.id == id);
+            if !ready {
+                continue;
+            }
+            let beams: Vec<Beam> = members
+                .iter()
+                .map(|&j| {
+                    let s = &self.running[j];
+                    Beam {
+                        tokens: s.generated().to_vec(),
+                        logprob: s.beam.as_ref().map_or(0.0, |b| b.sum),
+                        raw: s.logprob,
+                    }
+                })
+                .collect();
+            let offers: Vec<Vec<Offer>> = members
+                .iter()
+                .map(|&j| self.running[j].beam.as_mut().and_then(|b| b.offers.take()).unwrap_or_default())
+                .collect();
+            let search = self.searches.get_mut(&id).expect("the search of a running beam");
+            let next = search.step(&beams, &offers, &self.running[members[0]].req.stop);
+            if search.is_done() {
+                let search = self.searches.remove(&id).expect("the search of a running beam");
+                let first = &self.running[members[0]];
+                let (arrived, now) = (first.arrived, Instant::now());
+                self.stats.ttft.push(now - arrived);
+                docpipe_ops::metrics::get().decoder_ttft_seconds.observe((now - arrived).as_secs_f64());
+                let best = search.best().cloned().ok_or(EngineError::Sampling { id })?;
+                events.extend(best.tokens.iter().map(|&token| Event::Token { id, token }));
+                let finish = if best.stopped { Finish::Stop } else { Finish::Length };
+                events.push(Event::Done { id, finish, tokens: best.tokens, logprob: best.raw });
+                dropped.extend(members);
+                continue;
+            }
+            // forks first, from their parents as they are
+            let mut extended = vec![false; members.len()];
+            let mut in_place = Vec::new();
+            for n in &next {
+                let parent = &self.running[members[n.parent]];
+                if !extended[n.parent] {
+                    extended[n.parent] = true;
+                    in_place.push(*n);
+                    continue;
+                }
+                let mut f = Seq {
+                    req: parent.req.clone(),
+                    tokens: parent.tokens.clone(),
+                    prompt_len: parent.prompt_len,
+                    computed: parent.computed,
+                    blocks: Vec::new(),
+                    hashes: parent.hashes.clone(),
+                    rng: parent.rng.clone(),
+                    text: parent.text.clone(),
+                    arrived: parent.arrived,
+                    first_token: parent.first_token,
+                    logprob: n.raw,
+                    beam: Some(BeamState { sum: n.logprob, offers: None }),
+                };
+                let full = parent.computed / bs;
+                let partial = parent.computed % bs != 0;
+                for &b in &parent.blocks[..full] {
+                    self.pool.retain(b);
+                    f.blocks.push(b);
+                }
+                if partial {
+                    match self.pool.allocate() {
+                        Some(b) => {
+                            self.cache.copy_block(parent.blocks[full], b)?;
+                            f.blocks.push(b);
+                        }
+                        None => {
+                            Self::free(&mut self.pool, &mut f);
+                        }
+                    }
+                }
+                Self::extend(&mut f, n.token);
+                forks.push(f);
+            }
+            for n in in_place {
+                let s = &mut self.running[members[n.parent]];
+                s.logprob = n.raw;
+                if let Some(b) = s.beam.as_mut() {
+                    b.sum = n.logprob;
+                }
+                Self::extend(s, n.token);
+            }
+            dropped.extend(members.iter().zip(&extended).filter(|(_, e)| !**e).map(|(&j, _)| j));
+        }
+        Ok((forks, dropped))
+    }
+
+    /// A beam takes its next token.
+    fn extend(s: &mut Seq, token: u32) {
+        if let Some(c) = &s.req.constraint {
+            s.text.push_str(c.text(token));
+        }
+        s.first_token.get_or_insert_with(Instant::now);
+        s.tokens.push(token);
     }
 
     /// Run until every queued request is done; the events in order.

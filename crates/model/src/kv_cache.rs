@@ -7,12 +7,55 @@
 //! of the blocks before it, so a sequence whose prompt starts with tokens already cached (one
 //! document's context, asked several questions) takes those blocks instead of computing them
 //! again. A freed block keeps its hash until it is handed out again, so it can be revived.
-//! [`KvCache`] holds the tensors: per layer `[blocks · block_size, kv_heads, head_dim]`.
+//! [`KvCache`] holds the tensors: per layer `[blocks · block_size, kv_heads, head_dim]`, in
+//! the compute precision, or in int8 with one scale per token and KV head (symmetric,
+//! `max |x| / 127`): 1 byte per value and 4 per scale instead of 2 bytes per value in bf16,
+//! dequantized when gathered.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 
 use tch::{Device, Kind, TchError, Tensor};
+
+/// The cache's storage precision as a user names it (`--kv-dtype`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KvDtype {
+    /// The decoder's own precision.
+    #[default]
+    Auto,
+    Bf16,
+    Fp16,
+    Fp32,
+    /// Quantized: one fp32 scale per token and KV head.
+    Int8,
+}
+
+impl std::str::FromStr for KvDtype {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s.trim() {
+            "auto" => Self::Auto,
+            "bf16" => Self::Bf16,
+            "fp16" => Self::Fp16,
+            "fp32" => Self::Fp32,
+            "int8" => Self::Int8,
+            other => return Err(format!("{other:?}: expected auto, bf16, fp16, fp32 or int8")),
+        })
+    }
+}
+
+impl KvDtype {
+    /// The storage kind for a decoder computing in `compute`.
+    pub fn kind(self, compute: Kind) -> Kind {
+        match self {
+            Self::Auto => compute,
+            Self::Bf16 => Kind::BFloat16,
+            Self::Fp16 => Kind::Half,
+            Self::Fp32 => Kind::Float,
+            Self::Int8 => Kind::Int8,
+        }
+    }
+}
 
 /// Block bookkeeping for the cache.
 #[derive(Debug)]
@@ -82,6 +125,12 @@ impl BlockPool {
         }
     }
 
+    /// One more holder of a block already held (a forked beam shares its parent's blocks).
+    pub fn retain(&mut self, b: u32) {
+        debug_assert!(self.refs[b as usize] > 0, "block {b} retained while free");
+        self.refs[b as usize] += 1;
+    }
+
     pub fn references(&self, b: u32) -> u32 {
         self.refs[b as usize]
     }
@@ -137,10 +186,25 @@ pub struct KvCache {
     block_size: usize,
     k: Vec<Tensor>,
     v: Vec<Tensor>,
+    /// int8 storage: per layer `[slots, kv_heads, 1]` fp32 scales of `k` and `v` (else empty).
+    k_scale: Vec<Tensor>,
+    v_scale: Vec<Tensor>,
+    /// The precision keys and values are gathered in.
+    compute: Kind,
+}
+
+/// Symmetric int8 of `x` (`[tokens, kv_heads, head_dim]`), one scale per token and head.
+fn quantize(x: &Tensor) -> Result<(Tensor, Tensor), TchError> {
+    let x = x.f_to_kind(Kind::Float)?;
+    let scale = x.f_abs()?.f_amax([-1].as_slice(), true)?.f_clamp_min(1e-8)?.f_div_scalar(127.0)?;
+    let q = x.f_div(&scale)?.f_round()?.f_clamp(-127, 127)?.f_to_kind(Kind::Int8)?;
+    Ok((q, scale))
 }
 
 impl KvCache {
-    /// `blocks` blocks of `block_size` slots for each of `layers` layers.
+    /// `blocks` blocks of `block_size` slots for each of `layers` layers, stored as `kind`
+    /// (`Kind::Int8`: quantized) and gathered as `compute`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         layers: usize,
         blocks: usize,
@@ -148,32 +212,69 @@ impl KvCache {
         kv_heads: usize,
         head_dim: usize,
         kind: Kind,
+        compute: Kind,
         device: Device,
     ) -> Result<Self, TchError> {
-        let shape = [(blocks * block_size) as i64, kv_heads as i64, head_dim as i64];
-        let mut k = Vec::with_capacity(layers);
-        let mut v = Vec::with_capacity(layers);
+        let slots = (blocks * block_size) as i64;
+        let shape = [slots, kv_heads as i64, head_dim as i64];
+        let mut c =
+            Self { block_size, k: Vec::new(), v: Vec::new(), k_scale: Vec::new(), v_scale: Vec::new(), compute };
         for _ in 0..layers {
-            k.push(Tensor::f_zeros(shape, (kind, device))?);
-            v.push(Tensor::f_zeros(shape, (kind, device))?);
+            c.k.push(Tensor::f_zeros(shape, (kind, device))?);
+            c.v.push(Tensor::f_zeros(shape, (kind, device))?);
+            if kind == Kind::Int8 {
+                c.k_scale.push(Tensor::f_zeros([slots, kv_heads as i64, 1], (Kind::Float, device))?);
+                c.v_scale.push(Tensor::f_zeros([slots, kv_heads as i64, 1], (Kind::Float, device))?);
+            }
         }
-        Ok(Self { block_size, k, v })
+        Ok(c)
+    }
+
+    fn quantized(&self) -> bool {
+        !self.k_scale.is_empty()
     }
 
     pub fn block_size(&self) -> usize {
         self.block_size
     }
 
-    /// Bytes one token takes across all layers (keys and values).
+    /// Bytes one token takes across all layers (keys and values, and their scales).
     pub fn bytes_per_token(&self) -> usize {
-        self.k.iter().chain(&self.v).map(|t| t.numel() / t.size()[0] as usize * t.kind().elt_size_in_bytes()).sum()
+        self.k
+            .iter()
+            .chain(&self.v)
+            .chain(&self.k_scale)
+            .chain(&self.v_scale)
+            .map(|t| t.numel() / t.size()[0] as usize * t.kind().elt_size_in_bytes())
+            .sum()
     }
 
     /// Store `k`, `v` (`[tokens, kv_heads, head_dim]`) of layer `layer` at `slots`.
     pub fn write(&mut self, layer: usize, slots: &Tensor, k: &Tensor, v: &Tensor) -> Result<(), TchError> {
+        if self.quantized() {
+            let (kq, ks) = quantize(k)?;
+            let (vq, vs) = quantize(v)?;
+            let _ = self.k[layer].f_index_copy_(0, slots, &kq)?;
+            let _ = self.v[layer].f_index_copy_(0, slots, &vq)?;
+            let _ = self.k_scale[layer].f_index_copy_(0, slots, &ks)?;
+            let _ = self.v_scale[layer].f_index_copy_(0, slots, &vs)?;
+            return Ok(());
+        }
         let kind = self.k[layer].kind();
         let _ = self.k[layer].f_index_copy_(0, slots, &k.f_to_kind(kind)?)?;
         let _ = self.v[layer].f_index_copy_(0, slots, &v.f_to_kind(kind)?)?;
+        Ok(())
+    }
+
+    /// Copy block `src`'s keys and values, in every layer, into block `dst`.
+    pub fn copy_block(&mut self, src: u32, dst: u32) -> Result<(), TchError> {
+        let bs = self.block_size as i64;
+        for t in
+            self.k.iter_mut().chain(self.v.iter_mut()).chain(self.k_scale.iter_mut()).chain(self.v_scale.iter_mut())
+        {
+            let from = t.f_narrow(0, src as i64 * bs, bs)?;
+            let _ = t.f_narrow(0, dst as i64 * bs, bs)?.f_copy_(&from)?;
+        }
         Ok(())
     }
 
@@ -182,8 +283,14 @@ impl KvCache {
         let flat = slots.f_reshape([-1])?;
         let mut shape = slots.size();
         shape.extend_from_slice(&self.k[layer].size()[1..]);
-        let k = self.k[layer].f_index_select(0, &flat)?.f_view(shape.as_slice())?;
-        let v = self.v[layer].f_index_select(0, &flat)?.f_view(shape.as_slice())?;
+        let mut k = self.k[layer].f_index_select(0, &flat)?;
+        let mut v = self.v[layer].f_index_select(0, &flat)?;
+        if self.quantized() {
+            k = k.f_to_kind(Kind::Float)?.f_mul(&self.k_scale[layer].f_index_select(0, &flat)?)?;
+            v = v.f_to_kind(Kind::Float)?.f_mul(&self.v_scale[layer].f_index_select(0, &flat)?)?;
+        }
+        let k = k.f_to_kind(self.compute)?.f_view(shape.as_slice())?;
+        let v = v.f_to_kind(self.compute)?.f_view(shape.as_slice())?;
         Ok((k, v))
     }
 }
@@ -191,6 +298,34 @@ impl KvCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn int8_storage_round_trips_within_half_a_step_and_halves_the_bytes() {
+        let (heads, dim) = (2, 64);
+        let mut q8 = KvCache::new(1, 4, 4, heads, dim, Kind::Int8, Kind::Float, Device::Cpu).unwrap();
+        let f32c = KvCache::new(1, 4, 4, heads, dim, Kind::Float, Kind::Float, Device::Cpu).unwrap();
+        let bf16 = KvCache::new(1, 4, 4, heads, dim, Kind::BFloat16, Kind::BFloat16, Device::Cpu).unwrap();
+        assert_eq!(f32c.bytes_per_token(), 2 * heads * dim * 4);
+        assert_eq!(bf16.bytes_per_token(), 2 * heads * dim * 2);
+        assert_eq!(q8.bytes_per_token(), 2 * heads * (dim + 4));
+        tch::manual_seed(3);
+        let k = Tensor::randn([3, heads as i64, dim as i64], (Kind::Float, Device::Cpu)).f_mul_scalar(5.0).unwrap();
+        let v = Tensor::randn([3, heads as i64, dim as i64], (Kind::Float, Device::Cpu));
+        let slots = Tensor::from_slice(&[1i64, 6, 9]);
+        q8.write(0, &slots, &k, &v).unwrap();
+        let (gk, gv) = q8.gather(0, &slots).unwrap();
+        assert_eq!(gk.size(), vec![3, heads as i64, dim as i64]);
+        for (x, g) in [(&k, &gk), (&v, &gv)] {
+            let step = x.abs().amax([-1].as_slice(), true).f_div_scalar(127.0).unwrap();
+            let err = (g - x).abs().f_div(&step).unwrap().max().double_value(&[]);
+            assert!(err <= 0.5 + 1e-4, "error {err} steps");
+        }
+        // a copied block carries its scales
+        q8.copy_block(2, 0).unwrap();
+        let (ck, _) = q8.gather(0, &Tensor::from_slice(&[1i64])).unwrap();
+        let (ok, _) = q8.gather(0, &Tensor::from_slice(&[9i64])).unwrap();
+        assert!(ck.allclose(&ok, 0.0, 0.0, false));
+    }
 
     #[test]
     fn prefix_blocks_are_shared_and_revived_until_reused() {

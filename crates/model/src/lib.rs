@@ -10,9 +10,10 @@
 //! The generative side: [`gguf`] reads llama.cpp's model files (metadata, tensors, the
 //! quantized block formats); [`chat`] builds the tokenizer and renders the chat template they
 //! carry; [`qwen2`] is the decoder; [`kv_cache`] the paged KV cache with prefix sharing;
-//! [`sampling`] picks tokens, [`constrain`] keeps them to a JSON schema; [`engine`] schedules
+//! [`sampling`] picks tokens, [`beam`] keeps the best hypotheses of a beam search, [`constrain`] keeps them to a JSON schema; [`engine`] schedules
 //! requests with continuous batching.
 
+pub mod beam;
 pub mod calibrate;
 pub mod chat;
 pub mod constrain;

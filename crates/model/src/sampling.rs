@@ -12,20 +12,44 @@ pub enum Sampling {
     /// the smallest set whose probability reaches `top_p`, drawn with a generator seeded by
     /// `seed`.
     Random { temperature: f32, top_k: usize, top_p: f32, seed: u64 },
+    /// Beam search ([`crate::beam`]): the `width` best hypotheses by summed log-probability,
+    /// the answer the best finished one under `sum / len^length_penalty`.
+    Beam { width: usize, length_penalty: f32 },
 }
 
 impl FromStr for Sampling {
     type Err = String;
 
-    /// `greedy`, or comma-separated `top-p:P`, `top-k:K`, `t:T` (temperature), `seed:S`, e.g.
+    /// `greedy`; `beam:K` with an optional `,lp:X` (length penalty, default 1); or
+    /// comma-separated `top-p:P`, `top-k:K`, `t:T` (temperature), `seed:S`, e.g.
     /// `top-p:0.9,t:0.8,seed:1`.
     fn from_str(s: &str) -> Result<Self, String> {
         let s = s.trim();
         if s == "greedy" {
             return Ok(Self::Greedy);
         }
-        if s.starts_with("beam") {
-            return Err("beam search is not available yet; use greedy or top-p/top-k sampling".into());
+        if let Some(rest) = s.strip_prefix("beam:") {
+            let mut parts = rest.split(',');
+            let width: usize = parts
+                .next()
+                .and_then(|w| w.trim().parse().ok())
+                .filter(|&w| w >= 1)
+                .ok_or_else(|| format!("{s:?}: beam takes a width of at least 1 (beam:4)"))?;
+            let mut length_penalty = 1.0f32;
+            for part in parts {
+                match part.split_once(':') {
+                    Some(("lp" | "length-penalty", v)) => {
+                        length_penalty = v
+                            .trim()
+                            .parse()
+                            .ok()
+                            .filter(|x: &f32| x.is_finite())
+                            .ok_or_else(|| format!("{part:?}: the length penalty takes a number"))?
+                    }
+                    _ => return Err(format!("{part:?}: beam takes only lp:X (length penalty), e.g. beam:4,lp:1.0")),
+                }
+            }
+            return Ok(Self::Beam { width, length_penalty });
         }
         let (mut temperature, mut top_k, mut top_p, mut seed) = (1.0f32, 0usize, 1.0f32, 0u64);
         for part in s.split(',') {
@@ -87,6 +111,28 @@ pub fn argmax(logits: &[f32]) -> Option<u32> {
     best.map(|(i, _)| i as u32)
 }
 
+/// The `n` most likely tokens with their log-probabilities (`log softmax(logits)`), best
+/// first (ties by id); impossible tokens (`-inf`) left out.
+pub fn top_log_probs(logits: &[f32], n: usize) -> Vec<(u32, f64)> {
+    let max = logits.iter().copied().filter(|v| v.is_finite()).fold(f32::NEG_INFINITY, f32::max) as f64;
+    if !max.is_finite() {
+        return Vec::new();
+    }
+    let log_z = max + logits.iter().filter(|v| v.is_finite()).map(|&v| (v as f64 - max).exp()).sum::<f64>().ln();
+    let mut cand: Vec<(u32, f32)> =
+        logits.iter().enumerate().filter(|(_, x)| x.is_finite()).map(|(i, &x)| (i as u32, x)).collect();
+    let by_logit = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if n < cand.len() {
+        if n == 0 {
+            return Vec::new();
+        }
+        cand.select_nth_unstable_by(n - 1, by_logit);
+        cand.truncate(n);
+    }
+    cand.sort_unstable_by(by_logit);
+    cand.into_iter().map(|(t, x)| (t, x as f64 - log_z)).collect()
+}
+
 /// `log softmax(logits)[token]`, in f64; `-inf` for a token outside the row.
 pub fn log_prob(logits: &[f32], token: u32) -> f64 {
     let Some(&x) = logits.get(token as usize) else { return f64::NEG_INFINITY };
@@ -98,7 +144,8 @@ pub fn log_prob(logits: &[f32], token: u32) -> f64 {
 /// The next token under `s` (`rng` advances only for random sampling).
 pub fn sample(logits: &[f32], s: &Sampling, rng: &mut Rng) -> Option<u32> {
     match *s {
-        Sampling::Greedy => argmax(logits),
+        // beams are chosen by the engine from every beam's candidates; alone, the best token
+        Sampling::Greedy | Sampling::Beam { .. } => argmax(logits),
         Sampling::Random { temperature, top_k, top_p, .. } => {
             let mut cand: Vec<(u32, f32)> = logits
                 .iter()
@@ -155,8 +202,21 @@ mod tests {
         );
         assert!("top-p:1.5".parse::<Sampling>().unwrap_err().contains("not in (0, 1]"));
         assert!("t:0".parse::<Sampling>().unwrap_err().contains("> 0"));
-        assert!("beam:4".parse::<Sampling>().unwrap_err().contains("not available"));
+        assert_eq!("beam:4".parse::<Sampling>().unwrap(), Sampling::Beam { width: 4, length_penalty: 1.0 });
+        assert_eq!("beam:2,lp:0.5".parse::<Sampling>().unwrap(), Sampling::Beam { width: 2, length_penalty: 0.5 });
+        assert!("beam:0".parse::<Sampling>().unwrap_err().contains("at least 1"));
+        assert!("beam:4,t:1".parse::<Sampling>().unwrap_err().contains("only lp"));
         assert!("temp=1".parse::<Sampling>().unwrap_err().contains("key:value"));
+    }
+
+    #[test]
+    fn top_log_probs_are_normalised_and_ordered() {
+        let got = top_log_probs(&[0.0, 2.0, f32::NEG_INFINITY, 1.0], 2);
+        assert_eq!(got.iter().map(|x| x.0).collect::<Vec<_>>(), vec![1, 3]);
+        assert!((got[0].1 - log_prob(&[0.0, 2.0, f32::NEG_INFINITY, 1.0], 1)).abs() < 1e-12);
+        let all = top_log_probs(&[0.0, 2.0, f32::NEG_INFINITY, 1.0], 10);
+        assert_eq!(all.len(), 3);
+        assert!((all.iter().map(|x| x.1.exp()).sum::<f64>() - 1.0).abs() < 1e-9);
     }
 
     #[test]

@@ -64,6 +64,8 @@ pub struct FieldRow {
     pub source: &'static str,
     pub model: String,
     pub prompt_version: String,
+    /// The other source's answer (`{"source", "status", "raw", "value"}`), where there is one.
+    pub alternative: Option<serde_json::Value>,
 }
 
 /// A document by id, or by its object key (the newest match when several buckets hold it).
@@ -195,8 +197,8 @@ pub async fn store(
         sqlx::query(
             "INSERT INTO document_fields (document_id, field, generation, status, raw, value, value_type,
                  canonical, value_date, value_interval, reason, evidence, confidence, source, model,
-                 prompt_version, run_id)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text::interval, $11, $12, $13, $14, $15, $16, $17)",
+                 prompt_version, run_id, alternative)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text::interval, $11, $12, $13, $14, $15, $16, $17, $18)",
         )
         .bind(document_id)
         .bind(&r.field)
@@ -215,6 +217,7 @@ pub async fn store(
         .bind(&r.model)
         .bind(&r.prompt_version)
         .bind(run_id)
+        .bind(&r.alternative)
         .execute(&mut *tx)
         .await
         .map_err(ctx(|| format!("storing field {} of document {document_id}", r.field)))?;
@@ -241,6 +244,8 @@ pub struct StoredField {
     pub source: String,
     pub page: Option<i32>,
     pub evidence_text: Option<String>,
+    /// The other source's answer (see [`FieldRow::alternative`]).
+    pub alternative: Option<serde_json::Value>,
 }
 
 /// The document's stored answers, with the text of each answer's first evidence segment.
@@ -249,7 +254,8 @@ pub async fn stored(pool: &PgPool, document_id: Uuid) -> Result<Vec<StoredField>
         "SELECT f.field, f.status, f.raw, f.canonical, f.value_type, f.reason, f.confidence, f.source,
                 (f.evidence -> 0 ->> 'page')::int AS page,
                 substr(d.text, (f.evidence -> 0 ->> 'char_start')::int + 1,
-                       (f.evidence -> 0 ->> 'char_end')::int - (f.evidence -> 0 ->> 'char_start')::int) AS evidence_text
+                       (f.evidence -> 0 ->> 'char_end')::int - (f.evidence -> 0 ->> 'char_start')::int) AS evidence_text,
+                f.alternative
          FROM document_fields f JOIN documents d ON d.id = f.document_id
          WHERE f.document_id = $1
          ORDER BY f.field LIKE 'has:%', f.created_at, f.field",
@@ -270,12 +276,18 @@ pub async fn done_in_bucket(pool: &PgPool, bucket: &str) -> Result<Vec<Uuid>, St
 }
 
 /// The document's stored values: (field, normalised value, source).
-pub async fn values(pool: &PgPool, document_id: Uuid) -> Result<Vec<(String, serde_json::Value, String)>, StoreError> {
-    sqlx::query_as("SELECT field, value, source FROM document_fields WHERE document_id = $1 ORDER BY field")
-        .bind(document_id)
-        .fetch_all(pool)
-        .await
-        .map_err(ctx(|| format!("loading the field values of document {document_id}")))
+/// A document's stored answers: (field, value, source, the other source's answer).
+pub async fn values(
+    pool: &PgPool,
+    document_id: Uuid,
+) -> Result<Vec<(String, serde_json::Value, String, Option<serde_json::Value>)>, StoreError> {
+    sqlx::query_as(
+        "SELECT field, value, source, alternative FROM document_fields WHERE document_id = $1 ORDER BY field",
+    )
+    .bind(document_id)
+    .fetch_all(pool)
+    .await
+    .map_err(ctx(|| format!("loading the field values of document {document_id}")))
 }
 
 /// Fail the extraction of the document's `generation`: `fields_status = 'failed'` with the

@@ -40,6 +40,25 @@ pub struct RunFigures {
     pub failures: Vec<(String, String, String, i32, String)>,
     /// (key, warning) of the documents processed with a warning (low OCR confidence, say).
     pub flagged: Vec<(String, String)>,
+    /// The extracted answers of the run's documents, at most 500, by key.
+    pub fields: Vec<FieldsLine>,
+}
+
+/// One contract's answers, as `contract_fields` gives them (empty: not answered).
+#[derive(Debug, Clone, Default, sqlx::FromRow)]
+pub struct FieldsLine {
+    pub key: String,
+    /// queued, running, done, failed; `None`: extraction not asked for.
+    pub status: Option<String>,
+    pub error: Option<String>,
+    pub title: Option<String>,
+    pub parties: Option<String>,
+    pub agreement_date: Option<String>,
+    pub effective_date: Option<String>,
+    pub expiration: Option<String>,
+    pub renewal: Option<String>,
+    pub notice_period: Option<String>,
+    pub governing_law: Option<String>,
 }
 
 /// Read the report's figures; `None` when there is no such run.
@@ -77,6 +96,18 @@ pub async fn load(pool: &PgPool, run_id: Uuid) -> Result<Option<RunFigures>, Sto
     .fetch_all(pool)
     .await
     .map_err(c("flagged documents"))?;
+    let fields = sqlx::query_as(
+        "SELECT d.key, d.fields_status AS status, d.fields_error AS error, cf.title, cf.parties,
+                cf.agreement_date::text AS agreement_date, cf.effective_date::text AS effective_date,
+                cf.expiration, cf.renewal, justify_interval(cf.notice_period)::text AS notice_period,
+                cf.governing_law
+         FROM documents d LEFT JOIN contract_fields cf ON cf.document_id = d.id
+         WHERE d.run_id = $1 AND d.status = 'done' ORDER BY d.key LIMIT 500",
+    )
+    .bind(run_id)
+    .fetch_all(pool)
+    .await
+    .map_err(c("contract fields"))?;
     Ok(Some(RunFigures {
         summary,
         chunk_times,
@@ -88,6 +119,7 @@ pub async fn load(pool: &PgPool, run_id: Uuid) -> Result<Option<RunFigures>, Sto
         failure_classes,
         failures,
         flagged,
+        fields,
     }))
 }
 
@@ -131,6 +163,12 @@ async fn stages(pool: &PgPool, run_id: Uuid) -> Result<Vec<StageSeconds>, StoreE
             "per forward pass",
             "SELECT DISTINCT ON (c.batch_id) c.prefill_ms::float8 / 1e3 FROM chunks c JOIN documents d ON d.id = c.document_id
              WHERE d.run_id = $1 AND c.batch_id IS NOT NULL",
+        ),
+        (
+            "field extraction (done → fields stored)",
+            "per document",
+            "SELECT extract(epoch FROM fields_at - done_at)::float8 FROM documents
+             WHERE run_id = $1 AND fields_status = 'done' AND fields_at IS NOT NULL AND done_at IS NOT NULL",
         ),
         (
             "document, end to end",

@@ -1,0 +1,55 @@
+//! The rule-based baseline on texts already extracted, for working on the rules: `cargo run -p
+//! docpipe-fields --example rules_on_texts -- LABELS.tsv FILES.tsv [FIELD]`, where FILES.tsv
+//! lists `file<TAB>text path` (`docpipe eval-fields --pdfs` caches the texts under
+//! `$DOCPIPE_HOME/text`). Prints accuracy per field, then each miss of FIELD (or of all) with
+//! the gold answer, the rules' answer and their evidence.
+
+use std::collections::BTreeMap;
+
+use docpipe_fields::answer::{rules_answers, Outcome};
+use docpipe_fields::eval::{read_labels, score};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, labels, files, rest @ ..] = args.as_slice() else {
+        eprintln!("usage: rules_on_texts LABELS.tsv FILES.tsv [FIELD]");
+        std::process::exit(2);
+    };
+    let labels = read_labels(std::path::Path::new(labels)).unwrap_or_else(|e| panic!("{e}"));
+    let list = std::fs::read_to_string(files).unwrap_or_else(|e| panic!("{files}: {e}"));
+    let mut names = Vec::new();
+    let mut predicted = BTreeMap::new();
+    let mut evidence = BTreeMap::new();
+    for line in list.lines() {
+        let Some((file, path)) = line.split_once('\t') else { continue };
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        for (k, (o, hit)) in rules_answers(&text) {
+            if let Some(h) = hit {
+                let span: String = text.chars().skip(h.evidence.start).take(h.evidence.len()).collect();
+                let ev = span.split_whitespace().collect::<Vec<_>>().join(" ");
+                evidence.insert((file.to_string(), k.to_string()), (h.raw, ev));
+            }
+            if let Outcome::Answered(v) = o {
+                predicted.insert((file.to_string(), k.to_string()), v);
+            }
+        }
+        names.push(file.to_string());
+    }
+    let r = score(&labels, &names, &predicted, &BTreeMap::new());
+    for &(k, c, t) in &r.per_field {
+        println!("{k:<38} {:.3} ({c}/{t})", c as f64 / t.max(1) as f64);
+    }
+    println!("overall {:.3}", r.accuracy());
+    let only = rest.first();
+    for x in r.rows.iter().filter(|x| !x.correct && only.is_none_or(|f| f == x.field)) {
+        let (raw, ev) = evidence.get(&(x.file.clone(), x.field.to_string())).cloned().unwrap_or_default();
+        let ev: String = ev.chars().take(300).collect();
+        println!(
+            "\n{} {}\n  gold {}  got {} ({raw:?})\n  {ev}",
+            &x.file[..x.file.len().min(50)],
+            x.field,
+            x.gold,
+            x.predicted
+        );
+    }
+}
