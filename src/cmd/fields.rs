@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 use docpipe_fields::answer::{choose, interpret, resolve_expiration, rules_answers, Outcome};
 use docpipe_fields::normalize::Value;
 use docpipe_fields::prompt::{self, Budget, Passage, PROMPT_VERSION};
-use docpipe_fields::{Field, Source, FIELDS};
+use docpipe_fields::{Field, Policy, Source, FIELDS, MODEL_THEN_RULES, RULES_THEN_MODEL};
 use docpipe_model::chat::Message;
 use docpipe_model::constrain::{Constraint, Schema};
 use docpipe_model::engine::{Event, Request};
@@ -623,16 +623,63 @@ pub async fn eval(c: &Common, args: &DecoderArgs, labels_path: &Path, bucket: &s
     let m = docpipe_fields::eval::score(&labels, &files, &model, &present);
     let b = docpipe_fields::eval::score(&labels, &files, &rules, &present);
     let o = docpipe_fields::eval::score(&labels, &files, &model_only, &present);
+    // what each policy would store, from the two sources' answers
+    let combined = |policy: Policy| {
+        let mut out = BTreeMap::new();
+        for file in &files {
+            for f in FIELDS {
+                let key = (file.clone(), f.key.to_string());
+                let outcome = |v: Option<&Value>| match v {
+                    Some(v) if !v.is_none() => Outcome::Answered(v.clone()),
+                    _ => Outcome::None,
+                };
+                let (mo, ro) = (model_only.get(&key), rules.get(&key));
+                let v = match choose(policy, &outcome(mo), &outcome(ro)) {
+                    Source::Model => mo,
+                    Source::Rules => ro,
+                };
+                if let Some(v) = v {
+                    out.insert(key, v.clone());
+                }
+            }
+        }
+        docpipe_fields::eval::score(&labels, &files, &out, &present)
+    };
+    let mr = combined(MODEL_THEN_RULES);
+    let rm = combined(RULES_THEN_MODEL);
     println!("\nfield extraction on {} contracts ({}), against {}", files.len(), bucket, labels_path.display());
     println!(
-        "docpipe: the stored answers (per field, the model's or the rules' first, the other where it has none: `policy`)"
+        "docpipe: the stored answers, by each field's policy; model→rules: the model's answer, the rules' where it has none; rules→model: the other way"
     );
-    println!("{:<38} {:>8} {:>8} {:>8} {:>6}", "field", "docpipe", "model", "rules", "n");
+    println!(
+        "{:<38} {:>8} {:>8} {:>8} {:>12} {:>12} {:>6}  policy",
+        "field", "docpipe", "model", "rules", "model→rules", "rules→model", "n"
+    );
     let acc = |c: usize, t: usize| c as f64 / t.max(1) as f64;
-    for (((k, mc, mt), (_, oc, _)), (_, bc, _)) in m.per_field.iter().zip(&o.per_field).zip(&b.per_field) {
-        println!("{k:<38} {:>8.2} {:>8.2} {:>8.2} {mt:>6}", acc(*mc, *mt), acc(*oc, *mt), acc(*bc, *mt));
+    for (i, f) in FIELDS.iter().enumerate() {
+        let (_, c, t) = m.per_field[i];
+        let a = |r: &docpipe_fields::eval::Report| acc(r.per_field[i].1, r.per_field[i].2);
+        println!(
+            "{:<38} {:>8.2} {:>8.2} {:>8.2} {:>12.2} {:>12.2} {t:>6}  {}",
+            f.key,
+            acc(c, t),
+            a(&o),
+            a(&b),
+            a(&mr),
+            a(&rm),
+            policy_name(f.policy)
+        );
     }
-    println!("{:<38} {:>8.2} {:>8.2} {:>8.2} {:>6}", "overall", m.accuracy(), o.accuracy(), b.accuracy(), m.total);
+    println!(
+        "{:<38} {:>8.2} {:>8.2} {:>8.2} {:>12.2} {:>12.2} {:>6}",
+        "overall",
+        m.accuracy(),
+        o.accuracy(),
+        b.accuracy(),
+        mr.accuracy(),
+        rm.accuracy(),
+        m.total
+    );
     let categories: std::collections::BTreeSet<&String> = labels.presence.keys().map(|(_, c)| c).collect();
     println!(
         "presence of {} other categories (clause scorer): precision {:.2} recall {:.2}",
@@ -645,6 +692,15 @@ pub async fn eval(c: &Common, args: &DecoderArgs, labels_path: &Path, bucket: &s
     println!("fields_accuracy_rules {:.2}", b.accuracy());
     println!("fields_accuracy {:.2}", m.accuracy());
     Ok(())
+}
+
+fn policy_name(p: Policy) -> &'static str {
+    match (p.first, p.fill) {
+        (Source::Model, false) => "model",
+        (Source::Model, true) => "model→rules",
+        (Source::Rules, false) => "rules",
+        (Source::Rules, true) => "rules→model",
+    }
 }
 
 /// With `EVAL_FIELDS_ROWS` set, every wrong answer of `r`.
@@ -734,7 +790,7 @@ pub async fn eval_rules(labels_path: &Path, pdfs: &Path, ocr: &crate::cli::OcrAr
         let rows = r.rows.iter().filter(|x| x.field == k && x.predicted != "none");
         let (answered, right) = rows.fold((0, 0), |(a, c), x| (a + 1, c + x.correct as usize));
         println!(
-            "{k:<38} {:>8.2} {:>9.2} {:>10.2} {t:>6}",
+            "{k:<38} {:>8.2} {:>9.2} {:>10.3} {t:>6}",
             c as f64 / t.max(1) as f64,
             answered as f64 / t.max(1) as f64,
             right as f64 / answered.max(1) as f64

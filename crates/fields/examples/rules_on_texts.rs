@@ -36,8 +36,16 @@ fn main() {
         names.push(file.to_string());
     }
     let r = score(&labels, &names, &predicted, &BTreeMap::new());
+    println!("{:<38} {:>8} {:>9} {:>10}", "field", "accuracy", "answered", "precision");
     for &(k, c, t) in &r.per_field {
-        println!("{k:<38} {:.3} ({c}/{t})", c as f64 / t.max(1) as f64);
+        let rows = r.rows.iter().filter(|x| x.field == k && x.predicted != "none");
+        let (answered, right) = rows.fold((0, 0), |(a, c), x| (a + 1, c + x.correct as usize));
+        println!(
+            "{k:<38} {:>8.3} {:>9.2} {:>10.3}",
+            c as f64 / t.max(1) as f64,
+            answered as f64 / t.max(1) as f64,
+            right as f64 / answered.max(1) as f64
+        );
     }
     println!("overall {:.3}", r.accuracy());
     let only = rest.first();

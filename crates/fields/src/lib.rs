@@ -42,7 +42,10 @@ pub struct Field {
     pub kind: Kind,
     /// What the decoder is asked.
     pub question: &'static str,
-    /// Whose answer is stored: see [`answer::choose`].
+    /// Whose answer is stored: see [`answer::choose`]. The rules answer first where their
+    /// answers were right at least 90 % of the time on CUAD's 430 training contracts
+    /// (`docpipe eval-fields --pdfs`: effective date 0.91, governing law 0.99); elsewhere the
+    /// model does, and the rules fill in where it finds nothing (docs/fields.md).
     pub policy: Policy,
 }
 
@@ -77,35 +80,35 @@ pub const FIELDS: &[Field] = &[
         cuad: "Document Name",
         kind: Kind::Text,
         question: "What is the title of this agreement, as written at its top?",
-        policy: MODEL,
+        policy: MODEL_THEN_RULES,
     },
     Field {
         key: "parties",
         cuad: "Parties",
         kind: Kind::Parties,
         question: "Who are the parties that sign this agreement? Give each party's legal name and the short name or role the agreement defines for it.",
-        policy: MODEL,
+        policy: MODEL_THEN_RULES,
     },
     Field {
         key: "agreement_date",
         cuad: "Agreement Date",
         kind: Kind::Date,
         question: "On what date was this agreement made, entered into or dated? Copy the date as written.",
-        policy: MODEL,
+        policy: MODEL_THEN_RULES,
     },
     Field {
         key: "effective_date",
         cuad: "Effective Date",
         kind: Kind::Date,
         question: "On what date does this agreement become effective (the \"Effective Date\" or commencement date)? Copy the date as written.",
-        policy: MODEL,
+        policy: RULES_THEN_MODEL,
     },
     Field {
         key: "expiration_date",
         cuad: "Expiration Date",
         kind: Kind::EndDate,
         question: "When does the initial term of this agreement end? Give the end date as written, or the length of the term and when it starts, as written.",
-        policy: MODEL,
+        policy: MODEL_THEN_RULES,
     },
     Field {
         key: "renewal_term",
@@ -126,7 +129,7 @@ pub const FIELDS: &[Field] = &[
         cuad: "Governing Law",
         kind: Kind::Jurisdiction,
         question: "Under the laws of which state or country is this agreement governed and construed?",
-        policy: MODEL,
+        policy: RULES_THEN_MODEL,
     },
 ];
 

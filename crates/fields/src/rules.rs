@@ -1058,10 +1058,13 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
         }
     }
     if best.is_none() {
-        if let Some(m) = EX_PERPETUAL.find(&w.s) {
+        for m in EX_PERPETUAL.find_iter(&w.s) {
+            // the clause up to the words, not the whole sentence: "continue until terminated
+            // (the "Term"). Each calendar year ..." is still the term
             let sent = w.sentence(m.start(), m.end());
-            if !EX_SENT_BAD.is_match(w.slice(sent.start, sent.end)) {
+            if !EX_SENT_BAD.is_match(w.slice(sent.start.max(m.start().saturating_sub(200)), m.end())) {
                 offer(&mut best, m.start(), "perpetual".to_string(), sent);
+                break;
             }
         }
     }

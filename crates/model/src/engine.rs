@@ -295,6 +295,10 @@ impl Engine {
         }
         s.hashes.clear();
         s.computed = 0;
+        // a beam offers again once recomputed
+        if let Some(b) = s.beam.as_mut() {
+            b.offers = None;
+        }
     }
 
     /// Whether a running sequence is still prefilling whole blocks that `tokens` starts with

@@ -8,9 +8,10 @@
 //! document's context, asked several questions) takes those blocks instead of computing them
 //! again. A freed block keeps its hash until it is handed out again, so it can be revived.
 //! [`KvCache`] holds the tensors: per layer `[blocks · block_size, kv_heads, head_dim]`, in
-//! the compute precision, or in int8 with one scale per token and KV head (symmetric,
-//! `max |x| / 127`): 1 byte per value and 4 per scale instead of 2 bytes per value in bf16,
-//! dequantized when gathered.
+//! the compute precision, or in int8 with one scale per token, KV head and group of 32 values
+//! (symmetric, `max |x| / 127`; a few channels of a key are far larger than the rest, and a
+//! scale per group keeps them from flattening the others): 1 byte per value and 4 per 32
+//! values' scale instead of 2 bytes per value in bf16, dequantized when gathered.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
@@ -186,19 +187,36 @@ pub struct KvCache {
     block_size: usize,
     k: Vec<Tensor>,
     v: Vec<Tensor>,
-    /// int8 storage: per layer `[slots, kv_heads, 1]` fp32 scales of `k` and `v` (else empty).
+    /// int8 storage: per layer `[slots, kv_heads, groups]` fp32 scales of `k` and `v` (else
+    /// empty), one per [`INT8_GROUP`] values.
     k_scale: Vec<Tensor>,
     v_scale: Vec<Tensor>,
+    groups: i64,
     /// The precision keys and values are gathered in.
     compute: Kind,
 }
 
-/// Symmetric int8 of `x` (`[tokens, kv_heads, head_dim]`), one scale per token and head.
-fn quantize(x: &Tensor) -> Result<(Tensor, Tensor), TchError> {
-    let x = x.f_to_kind(Kind::Float)?;
+/// Values of a key or value vector that share one int8 scale.
+pub const INT8_GROUP: usize = 32;
+
+/// Symmetric int8 of `x` (`[tokens, kv_heads, head_dim]`) in `groups` groups per vector:
+/// the values `[tokens, kv_heads, head_dim]` and the scales `[tokens, kv_heads, groups]`.
+fn quantize(x: &Tensor, groups: i64) -> Result<(Tensor, Tensor), TchError> {
+    let size = x.size();
+    let (t, h, d) = (size[0], size[1], size[2]);
+    let x = x.f_to_kind(Kind::Float)?.f_reshape([t, h, groups, d / groups])?;
     let scale = x.f_abs()?.f_amax([-1].as_slice(), true)?.f_clamp_min(1e-8)?.f_div_scalar(127.0)?;
-    let q = x.f_div(&scale)?.f_round()?.f_clamp(-127, 127)?.f_to_kind(Kind::Int8)?;
-    Ok((q, scale))
+    let q = x.f_div(&scale)?.f_round()?.f_clamp(-127, 127)?.f_to_kind(Kind::Int8)?.f_reshape([t, h, d])?;
+    Ok((q, scale.f_reshape([t, h, groups])?))
+}
+
+/// `q · scale` back in fp32, for int8 values `[S…, h, d]` and scales `[S…, h, groups]`.
+fn dequantize(q: &Tensor, scale: &Tensor, groups: i64) -> Result<Tensor, TchError> {
+    let size = q.size();
+    let d = size[size.len() - 1];
+    let mut grouped = size[..size.len() - 1].to_vec();
+    grouped.extend_from_slice(&[groups, d / groups]);
+    q.f_to_kind(Kind::Float)?.f_reshape(grouped.as_slice())?.f_mul(&scale.f_unsqueeze(-1)?)?.f_reshape(size.as_slice())
 }
 
 impl KvCache {
@@ -217,14 +235,22 @@ impl KvCache {
     ) -> Result<Self, TchError> {
         let slots = (blocks * block_size) as i64;
         let shape = [slots, kv_heads as i64, head_dim as i64];
-        let mut c =
-            Self { block_size, k: Vec::new(), v: Vec::new(), k_scale: Vec::new(), v_scale: Vec::new(), compute };
+        let groups = if head_dim % INT8_GROUP == 0 { (head_dim / INT8_GROUP) as i64 } else { 1 };
+        let mut c = Self {
+            block_size,
+            k: Vec::new(),
+            v: Vec::new(),
+            k_scale: Vec::new(),
+            v_scale: Vec::new(),
+            groups,
+            compute,
+        };
         for _ in 0..layers {
             c.k.push(Tensor::f_zeros(shape, (kind, device))?);
             c.v.push(Tensor::f_zeros(shape, (kind, device))?);
             if kind == Kind::Int8 {
-                c.k_scale.push(Tensor::f_zeros([slots, kv_heads as i64, 1], (Kind::Float, device))?);
-                c.v_scale.push(Tensor::f_zeros([slots, kv_heads as i64, 1], (Kind::Float, device))?);
+                c.k_scale.push(Tensor::f_zeros([slots, kv_heads as i64, groups], (Kind::Float, device))?);
+                c.v_scale.push(Tensor::f_zeros([slots, kv_heads as i64, groups], (Kind::Float, device))?);
             }
         }
         Ok(c)
@@ -252,8 +278,8 @@ impl KvCache {
     /// Store `k`, `v` (`[tokens, kv_heads, head_dim]`) of layer `layer` at `slots`.
     pub fn write(&mut self, layer: usize, slots: &Tensor, k: &Tensor, v: &Tensor) -> Result<(), TchError> {
         if self.quantized() {
-            let (kq, ks) = quantize(k)?;
-            let (vq, vs) = quantize(v)?;
+            let (kq, ks) = quantize(k, self.groups)?;
+            let (vq, vs) = quantize(v, self.groups)?;
             let _ = self.k[layer].f_index_copy_(0, slots, &kq)?;
             let _ = self.v[layer].f_index_copy_(0, slots, &vq)?;
             let _ = self.k_scale[layer].f_index_copy_(0, slots, &ks)?;
@@ -286,8 +312,8 @@ impl KvCache {
         let mut k = self.k[layer].f_index_select(0, &flat)?;
         let mut v = self.v[layer].f_index_select(0, &flat)?;
         if self.quantized() {
-            k = k.f_to_kind(Kind::Float)?.f_mul(&self.k_scale[layer].f_index_select(0, &flat)?)?;
-            v = v.f_to_kind(Kind::Float)?.f_mul(&self.v_scale[layer].f_index_select(0, &flat)?)?;
+            k = dequantize(&k, &self.k_scale[layer].f_index_select(0, &flat)?, self.groups)?;
+            v = dequantize(&v, &self.v_scale[layer].f_index_select(0, &flat)?, self.groups)?;
         }
         let k = k.f_to_kind(self.compute)?.f_view(shape.as_slice())?;
         let v = v.f_to_kind(self.compute)?.f_view(shape.as_slice())?;
@@ -307,7 +333,7 @@ mod tests {
         let bf16 = KvCache::new(1, 4, 4, heads, dim, Kind::BFloat16, Kind::BFloat16, Device::Cpu).unwrap();
         assert_eq!(f32c.bytes_per_token(), 2 * heads * dim * 4);
         assert_eq!(bf16.bytes_per_token(), 2 * heads * dim * 2);
-        assert_eq!(q8.bytes_per_token(), 2 * heads * (dim + 4));
+        assert_eq!(q8.bytes_per_token(), 2 * heads * (dim + 4 * dim / INT8_GROUP));
         tch::manual_seed(3);
         let k = Tensor::randn([3, heads as i64, dim as i64], (Kind::Float, Device::Cpu)).f_mul_scalar(5.0).unwrap();
         let v = Tensor::randn([3, heads as i64, dim as i64], (Kind::Float, Device::Cpu));
@@ -316,8 +342,9 @@ mod tests {
         let (gk, gv) = q8.gather(0, &slots).unwrap();
         assert_eq!(gk.size(), vec![3, heads as i64, dim as i64]);
         for (x, g) in [(&k, &gk), (&v, &gv)] {
-            let step = x.abs().amax([-1].as_slice(), true).f_div_scalar(127.0).unwrap();
-            let err = (g - x).abs().f_div(&step).unwrap().max().double_value(&[]);
+            let grouped = |t: &Tensor| t.reshape([3, heads as i64, (dim / INT8_GROUP) as i64, INT8_GROUP as i64]);
+            let step = grouped(x).abs().amax([-1].as_slice(), true).f_div_scalar(127.0).unwrap();
+            let err = (grouped(g) - grouped(x)).abs().f_div(&step).unwrap().max().double_value(&[]);
             assert!(err <= 0.5 + 1e-4, "error {err} steps");
         }
         // a copied block carries its scales

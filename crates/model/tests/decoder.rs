@@ -431,6 +431,37 @@ fn beam_search_in_the_batch_matches_beam_search_by_recomputation() {
 }
 
 #[test]
+fn beam_searches_survive_preemption() {
+    let ask = |tok: &ChatTokenizer, q: &str| tok.encode(&tok.chat_prompt(&[Message::new("user", q)]).unwrap()).unwrap();
+    let run = |blocks: usize| {
+        let (mut eng, tok) = engine(fp32(blocks));
+        let prompts = [ask(&tok, "List three governing law clauses."), ask(&tok, "What is a notice period?")];
+        for (i, p) in prompts.iter().enumerate() {
+            let sampling = Sampling::Beam { width: 3, length_penalty: 1.0 };
+            eng.add(Request {
+                id: i as u64,
+                prompt: p.clone(),
+                sampling,
+                max_new_tokens: 24,
+                stop: tok.stop_ids.clone(),
+                constraint: None,
+            })
+            .unwrap();
+        }
+        let out = outputs(&eng.run().unwrap(), 151645, prompts.len());
+        assert_eq!(eng.pool().used(), 0);
+        (out, eng.stats.preemptions)
+    };
+    let (roomy, none) = run(256);
+    assert_eq!(none, 0);
+    // room for one search's beams at a time, not two
+    let (squeezed, preemptions) = run(13);
+    eprintln!("two beam searches in 13 blocks: {preemptions} preemptions");
+    assert!(preemptions > 0, "the small cache forced preemptions");
+    assert_eq!(squeezed, roomy, "preemption changed or lost a beam search's answer");
+}
+
+#[test]
 fn the_json_constraint_always_yields_json_of_the_schema() {
     use docpipe_model::constrain::{Constraint, Schema};
     let (mut eng, tok) = engine(fp32(512));
