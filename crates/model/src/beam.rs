@@ -6,7 +6,8 @@
 //! first `width` that do not end are the next beams, and an extension that ends (a stop token,
 //! or the `max_new_tokens`-th token) among the best `width` becomes a finished hypothesis,
 //! scored `sum / len^length_penalty` (`len`: the tokens scored, a stop token included; a
-//! penalty above 0 favours longer answers, 0 compares plain sums).
+//! penalty above 0 favours longer answers, 0 compares plain sums). An answer that ended on a
+//! stop token ranks above any answer cut at the length limit.
 //!
 //! The search is over when `width` hypotheses are finished and no live beam can still beat the
 //! worst of them: a beam's sum only falls as it grows, so its best possible final score is
@@ -143,7 +144,9 @@ impl BeamSearch {
             }
             next.push(n);
         }
-        self.finished.sort_by(|a, b| b.score.total_cmp(&a.score));
+        // an answer that stopped beats one cut at the length limit (a JSON document cut short
+        // does not parse), then the higher score
+        self.finished.sort_by(|a, b| b.stopped.cmp(&a.stopped).then(b.score.total_cmp(&a.score)));
         self.finished.truncate(self.width);
         let len = beams.first().map_or(0, |b| b.tokens.len()) + 1;
         self.done = next.is_empty() || (self.finished.len() == self.width && !self.can_improve(&next, len));
@@ -157,10 +160,14 @@ impl BeamSearch {
     /// finished hypothesis. Its sum can only fall, so its best final score is its sum over the
     /// length that favours it most: the next one, or the longest allowed.
     fn can_improve(&self, next: &[Next], len: usize) -> bool {
-        let Some(worst) = self.finished.last().map(|f| f.score) else { return true };
+        let Some(worst) = self.finished.last() else { return true };
+        if !worst.stopped {
+            // a live beam may still stop
+            return true;
+        }
         next.iter().any(|n| {
             let best = self.score(n.logprob, len + 1).max(self.score(n.logprob, self.max_new_tokens));
-            best > worst
+            best > worst.score
         })
     }
 
@@ -168,7 +175,8 @@ impl BeamSearch {
         self.done
     }
 
-    /// The best finished hypothesis.
+    /// The best finished hypothesis: the best-scored that stopped, else the best cut at the
+    /// length limit.
     pub fn best(&self) -> Option<&Finished> {
         self.finished.first()
     }
@@ -226,9 +234,11 @@ mod tests {
         s.best().cloned().expect("a finished hypothesis")
     }
 
-    /// Every answer of at most `max_new` tokens, with its score.
+    /// Every answer of at most `max_new` tokens, with its score: the best that stopped, else the
+    /// best cut at the limit.
     fn exhaustive(lp: f64, max_new: usize, seed: u64) -> (Vec<u32>, f64) {
         let mut best = (Vec::new(), f64::NEG_INFINITY);
+        let mut best_cut = (Vec::new(), f64::NEG_INFINITY);
         let mut stack = vec![(Vec::<u32>::new(), 0.0f64)];
         while let Some((prefix, sum)) = stack.pop() {
             let probs = model(&prefix, seed);
@@ -238,11 +248,12 @@ mod tests {
                 let score = s / (len as f64).powf(lp);
                 if t == STOP || len == max_new {
                     let mut tokens = prefix.clone();
+                    let slot = if t == STOP { &mut best } else { &mut best_cut };
                     if t != STOP {
                         tokens.push(t);
                     }
-                    if score > best.1 {
-                        best = (tokens, score);
+                    if score > slot.1 {
+                        *slot = (tokens, score);
                     }
                 } else {
                     let mut p = prefix.clone();
@@ -251,7 +262,11 @@ mod tests {
                 }
             }
         }
-        best
+        if best.1.is_finite() {
+            best
+        } else {
+            best_cut
+        }
     }
 
     #[test]
@@ -294,7 +309,8 @@ mod tests {
             assert!((one.logprob - sum).abs() < 1e-9);
             let (_, best) = exhaustive(0.0, 6, seed);
             for width in [1, 2, 4] {
-                assert!(run(width, 0.0, 6, seed).score <= best + 1e-12, "seed {seed} width {width}");
+                let got = run(width, 0.0, 6, seed);
+                assert!(!got.stopped || got.score <= best + 1e-12, "seed {seed} width {width}");
             }
         }
     }
