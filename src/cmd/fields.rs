@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use docpipe_fields::answer::{choose, interpret, resolve_expiration, rules_answers, Outcome};
+use docpipe_fields::answer::{choose, interpret, resolve_expiration, rules_answers, rules_found, Outcome};
 use docpipe_fields::normalize::Value;
 use docpipe_fields::prompt::{self, Budget, Passage, PROMPT_VERSION};
 use docpipe_fields::{Field, Policy, Source, FIELDS, MODEL_THEN_RULES, RULES_THEN_MODEL};
@@ -144,7 +144,7 @@ impl Extractor {
         }
         let mut out = Vec::with_capacity(docs.len());
         for (d, input) in docs.iter().enumerate() {
-            out.push((self.rows(input, &contexts[d], d, &mut outcomes), stats[d]));
+            out.push((self.rows(input, &contexts[d], d, &outcomes), stats[d]));
         }
         Ok(out)
     }
@@ -202,45 +202,51 @@ impl Extractor {
         Ok(results)
     }
 
-    /// The stored rows of document `d`: its answers (the expiration resolved from the
-    /// effective date), then the clause scorer's presence answers.
+    /// The stored rows of document `d`: its answers, each from the model or the rules by the
+    /// field's policy (the expiration resolved from the effective, else agreement, date stored
+    /// beside it), then the clause scorer's presence answers.
     fn rows(
         &self,
         input: &DocInput,
         ctx: &prompt::Context,
         d: usize,
-        outcomes: &mut BTreeMap<(usize, usize), (Outcome, Option<String>, Option<f32>)>,
+        outcomes: &BTreeMap<(usize, usize), (Outcome, Option<String>, Option<f32>)>,
     ) -> Vec<FieldRow> {
-        let idx = |key: &str| FIELDS.iter().position(|f| f.key == key);
-        let get = |o: &BTreeMap<(usize, usize), (Outcome, Option<String>, Option<f32>)>, key: &str| {
-            idx(key).and_then(|f| o.get(&(d, f))).map(|x| x.0.clone())
-        };
-        if let Some(e) = idx("expiration_date") {
-            let effective = get(outcomes, "effective_date");
-            let agreement = get(outcomes, "agreement_date");
-            if let Some(entry) = outcomes.get_mut(&(d, e)) {
-                entry.0 = resolve_expiration(entry.0.clone(), effective.as_ref(), agreement.as_ref());
-            }
-        }
-        let mut rows = Vec::new();
-        let mut rules = rules_answers(&input.doc.text);
+        let mut rules = rules_found(&input.doc.text);
+        // per field: (model outcome, raw, confidence), (rules outcome, hit), the source chosen
+        let mut answers = Vec::new();
         for (f, field) in FIELDS.iter().enumerate() {
-            let Some((outcome, raw, confidence)) = outcomes.get(&(d, f)) else { continue };
+            let Some((outcome, raw, confidence)) = outcomes.get(&(d, f)).cloned() else { continue };
             let Some((by_rules, hit)) = rules.remove(field.key) else { continue };
+            let source = choose(field.policy, &outcome, &by_rules);
+            answers.push((field, (outcome, raw, confidence), (by_rules, hit), source));
+        }
+        let stored = |key: &str| {
+            answers.iter().find(|a| a.0.key == key).map(|(_, m, r, s)| match s {
+                Source::Model => m.0.clone(),
+                Source::Rules => r.0.clone(),
+            })
+        };
+        let (effective, agreement) = (stored("effective_date"), stored("agreement_date"));
+        let mut rows = Vec::new();
+        for (field, (mut outcome, raw, confidence), (mut by_rules, hit), source) in answers {
+            if field.key == "expiration_date" {
+                outcome = resolve_expiration(outcome, effective.as_ref(), agreement.as_ref());
+                by_rules = resolve_expiration(by_rules, effective.as_ref(), agreement.as_ref());
+            }
             let rules_raw = hit.as_ref().map(|h| h.raw.clone());
-            let row = match (choose(field.policy, outcome, &by_rules), hit) {
+            let row = match (source, hit) {
                 (Source::Rules, Some(hit)) => {
                     let evidence = serde_json::json!([{
                         "segment": null, "char_start": hit.evidence.start, "char_end": hit.evidence.end, "page": null
                     }]);
                     let mut row = field_row(field.key, &by_rules, Some(hit.raw), evidence, None, "rules", "rules");
-                    row.alternative = Some(alternative("model", outcome, raw.as_deref()));
+                    row.alternative = Some(alternative("model", &outcome, raw.as_deref()));
                     row
                 }
                 _ => {
                     let evidence = evidence_json(field, ctx);
-                    let mut row =
-                        field_row(field.key, outcome, raw.clone(), evidence, *confidence, "model", &self.model);
+                    let mut row = field_row(field.key, &outcome, raw, evidence, confidence, "model", &self.model);
                     row.alternative = Some(alternative("rules", &by_rules, rules_raw.as_deref()));
                     row
                 }

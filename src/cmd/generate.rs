@@ -35,7 +35,7 @@ pub struct DecoderArgs {
     #[arg(long, env = "DOCPIPE_KV_BLOCK_SIZE", default_value_t = 16)]
     pub kv_block_size: usize,
     /// KV-cache precision: auto (the decoder's dtype), bf16, fp16, fp32, or int8 (one scale
-    /// per token and KV head: about half the bytes of bf16, so twice the tokens in the same memory).
+    /// per 32 values: 0.56× the bytes of bf16 per token, so nearly twice the tokens in the same memory).
     #[arg(long, env = "DOCPIPE_KV_DTYPE", default_value = "auto")]
     pub kv_dtype: docpipe_model::kv_cache::KvDtype,
     /// KV-cache size in tokens (all sequences together).

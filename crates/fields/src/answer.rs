@@ -72,17 +72,23 @@ pub fn resolve_expiration(expiration: Outcome, effective: Option<&Outcome>, agre
     }
 }
 
-/// The rule-based baseline's answer to every field of `text`: what the rules found,
-/// interpreted for its field like a model answer, the expiration resolved the same way.
-pub fn rules_answers(text: &str) -> BTreeMap<&'static str, (Outcome, Option<Found>)> {
+/// What the rules found for every field of `text`, interpreted for its field like a model
+/// answer (a term not yet resolved into a date).
+pub fn rules_found(text: &str) -> BTreeMap<&'static str, (Outcome, Option<Found>)> {
     let mut found = rules::extract(text);
-    let mut out: BTreeMap<&'static str, (Outcome, Option<Found>)> = FIELDS
+    FIELDS
         .iter()
         .map(|f| {
             let hit = found.remove(f.key);
             (f.key, (interpret(f, hit.as_ref().map(|h| h.raw.as_str())), hit))
         })
-        .collect();
+        .collect()
+}
+
+/// The rule-based baseline's answer to every field of `text`: [`rules_found`], the expiration
+/// resolved from the rules' own effective (else agreement) date.
+pub fn rules_answers(text: &str) -> BTreeMap<&'static str, (Outcome, Option<Found>)> {
+    let mut out = rules_found(text);
     let effective = out.get("effective_date").map(|x| x.0.clone());
     let agreement = out.get("agreement_date").map(|x| x.0.clone());
     if let Some(exp) = out.get_mut("expiration_date") {
@@ -94,16 +100,18 @@ pub fn rules_answers(text: &str) -> BTreeMap<&'static str, (Outcome, Option<Foun
 /// Whose answer to store under `policy`, given what the model and the rules made of a field.
 /// An answer counts when it is a value of the field's type; the second source is taken only
 /// where the first has none and the second has one.
+/// Where neither has an answer, the model's row (which says why an answer was not valid).
 pub fn choose(policy: Policy, model: &Outcome, rules: &Outcome) -> Source {
     let answered = |o: &Outcome| matches!(o, Outcome::Answered(_));
     let (first, second, other) = match policy.first {
         Source::Model => (model, rules, Source::Rules),
         Source::Rules => (rules, model, Source::Model),
     };
-    if !answered(first) && policy.fill && answered(second) {
-        other
-    } else {
-        policy.first
+    match (answered(first), answered(second)) {
+        (true, _) => policy.first,
+        (false, true) if policy.fill => other,
+        (false, true) => policy.first,
+        (false, false) => Source::Model,
     }
 }
 
@@ -163,5 +171,7 @@ mod tests {
         assert_eq!(choose(MODEL_THEN_RULES, &Outcome::None, &Outcome::None), Source::Model);
         assert_eq!(choose(RULES_THEN_MODEL, &yes, &yes), Source::Rules);
         assert_eq!(choose(RULES_THEN_MODEL, &yes, &Outcome::None), Source::Model);
+        // neither answers: the model's row, with its reason
+        assert_eq!(choose(RULES_THEN_MODEL, &bad, &Outcome::None), Source::Model);
     }
 }

@@ -20,7 +20,7 @@
 //! filled one. Its tokens are sent when the search is over (the best answer is not known
 //! before).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -87,8 +87,8 @@ pub struct EngineConfig {
     pub max_batch_tokens: usize,
     /// The most sequences decoding at once.
     pub max_running: usize,
-    /// Precision of the cached keys and values (`Kind::Int8`: quantized, one scale per token
-    /// and KV head).
+    /// Precision of the cached keys and values (`Kind::Int8`: quantized, one scale per 32
+    /// values of a token's key or value in a KV head).
     pub kv_kind: Kind,
     /// Share the cached blocks of a prompt prefix already computed (off: every prompt is
     /// prefilled whole — for measuring what the sharing saves).
@@ -166,7 +166,7 @@ pub struct Engine {
     waiting: VecDeque<Seq>,
     running: Vec<Seq>,
     /// The searches of the beam-search requests, by request id.
-    searches: HashMap<u64, BeamSearch>,
+    searches: BTreeMap<u64, BeamSearch>,
     pub stats: Stats,
 }
 
@@ -190,7 +190,7 @@ impl Engine {
             cfg,
             waiting: VecDeque::new(),
             running: Vec::new(),
-            searches: HashMap::new(),
+            searches: BTreeMap::new(),
             stats: Stats::default(),
         })
     }
@@ -227,17 +227,28 @@ impl Engine {
         }
         let need = req.prompt.len() + req.max_new_tokens;
         let room = self.pool.total() * self.pool.block_size();
-        // the beams share the prompt's blocks; each has its own answer and a partial block
+        // the beams share the prompt's full blocks; each holds its own copy of the prompt's
+        // last, partly filled block and its answer, and a fork needs one block more while it
+        // copies
         let width = match req.sampling {
             Sampling::Beam { width, .. } => width.max(1),
             _ => 1,
         };
-        let held = req.prompt.len() + width * (req.max_new_tokens + self.pool.block_size()) - self.pool.block_size();
-        if held > room {
+        if width > self.cfg.max_running {
             return Err(refuse(format!(
-                "prompt {} + {width} × max new tokens {} = {held} tokens, over the KV cache's {room} token slots",
+                "beam width {width} is over the {} sequences that may run at once",
+                self.cfg.max_running
+            )));
+        }
+        let bs = self.pool.block_size();
+        let own = (req.prompt.len() % bs + req.max_new_tokens).div_ceil(bs);
+        let held = req.prompt.len() / bs + width * own + (width > 1) as usize;
+        if held > self.pool.total() {
+            return Err(refuse(format!(
+                "prompt {} + {width} × max new tokens {} needs {held} blocks of {bs} tokens, over the KV cache's {} ({room} token slots)",
                 req.prompt.len(),
-                req.max_new_tokens
+                req.max_new_tokens,
+                self.pool.total()
             )));
         }
         if need > self.model.config.context_length {
@@ -371,13 +382,30 @@ impl Engine {
         }
         if plan.is_empty() {
             // only beams waiting for the rest of their search hold the cache, and what waits
-            // cannot be admitted: let the newest go, to be recomputed
+            // cannot be admitted: the newest search (or sequence) goes, all its beams together,
+            // behind what waits, to be recomputed once that has run
             if !self.waiting.is_empty() {
-                if let Some(mut victim) = self.running.pop() {
-                    Self::free(&mut self.pool, &mut victim);
-                    self.stats.preemptions += 1;
-                    docpipe_ops::metrics::get().decoder_preemptions.inc();
-                    self.waiting.push_front(victim);
+                if let Some(last) = self.running.last() {
+                    let search = last.beam.is_some().then_some(last.req.id);
+                    let mut j = self.running.len();
+                    let mut victims = Vec::new();
+                    while j > 0 {
+                        j -= 1;
+                        let r = &self.running[j];
+                        let goes = match search {
+                            Some(id) => r.beam.is_some() && r.req.id == id,
+                            None => j == self.running.len() - 1,
+                        };
+                        if goes {
+                            victims.push(self.running.remove(j));
+                        }
+                    }
+                    for mut v in victims.into_iter().rev() {
+                        Self::free(&mut self.pool, &mut v);
+                        self.stats.preemptions += 1;
+                        docpipe_ops::metrics::get().decoder_preemptions.inc();
+                        self.waiting.push_back(v);
+                    }
                 }
             }
             return Ok(Vec::new());
@@ -437,12 +465,14 @@ impl Engine {
             let row = rows.next().expect("one row of logits per sequence that asked");
             if let (Some(beam), Sampling::Beam { width, .. }) = (&mut s.beam, &s.req.sampling) {
                 // a beam offers its best tokens to its search, which chooses after the pass
+                // 2·width candidates that go on, whatever the stop tokens among them
+                let n = 2 * width + s.req.stop.len();
                 let ranked = match &s.req.constraint {
-                    None => top_log_probs(row, 2 * width),
+                    None => top_log_probs(row, n),
                     Some(c) => {
                         let mut masked = row.to_vec();
                         c.mask(&s.text, &s.req.stop, &mut masked);
-                        top_log_probs(&masked, 2 * width)
+                        top_log_probs(&masked, n)
                     }
                 };
                 if ranked.is_empty() {
@@ -558,7 +588,15 @@ impl Engine {
                 dropped.extend(members);
                 continue;
             }
-            // forks first, from their parents as they are
+            // the beams not extended give their blocks back first, for the forks' copies
+            let mut extended = vec![false; members.len()];
+            for n in &next {
+                extended[n.parent] = true;
+            }
+            for (&j, _) in members.iter().zip(&extended).filter(|(_, e)| !**e) {
+                Self::free(&mut self.pool, &mut self.running[j]);
+            }
+            // then the forks, from their parents as they are
             let mut extended = vec![false; members.len()];
             let mut in_place = Vec::new();
             for n in &next {

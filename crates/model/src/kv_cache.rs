@@ -27,7 +27,7 @@ pub enum KvDtype {
     Bf16,
     Fp16,
     Fp32,
-    /// Quantized: one fp32 scale per token and KV head.
+    /// Quantized: one fp32 scale per 32 values of a token's key or value in a KV head.
     Int8,
 }
 
