@@ -4,10 +4,12 @@
 # on a 1,500-token contract prompt, decode tokens/s at batch 1, and generated tokens/s with 8, 32
 # and 64 concurrent sequences (64 new tokens each); the last two lines are
 # `decode_speedup_vs_llamacpp_batch1 X.XX` and `decode_speedup_vs_llamacpp_concurrent32 X.XX`.
-# docpipe runs twice: with its default weights (q4: the Q4_K matrices kept in 4 bits) and dense
-# (every matrix dequantized to bf16/fp32 at load); the last two lines are the default's.
+# docpipe runs once per way of holding the weights: gguf (the default: the Q4_K and Q6_K
+# matrices in the file's blocks, multiplied there), q4 (the Q4_K matrices repacked for
+# libtorch's int4 kernel, the others bf16) and dense (every matrix dequantized at load); the
+# last two lines are the default's, the others' come before them with the weights as a suffix.
 #   BENCH_DECODER (the default decoder GGUF)  BENCH_THREADS (2)  BENCH_DTYPE (bf16 where the CPU
-#   has AVX512-BF16 or AMX, else fp32)  BENCH_WEIGHTS ("q4 dense")  BENCH_SEQUENCES (8,32,64)
+#   has AVX512-BF16 or AMX, else fp32)  BENCH_WEIGHTS ("gguf q4 dense")  BENCH_SEQUENCES (8,32,64)
 #   BENCH_REF_SEQUENCES (8,32)  BENCH_REF_VENV (where llama-cpp-python is installed)
 # llama-cpp-python has one sequence per context: it serves concurrent requests one after another.
 set -euo pipefail
@@ -36,7 +38,7 @@ bench=target/debug/examples/decode_bench
 "$bench" prompts "$GGUF" samples "$out/prompts.json"
 export OMP_NUM_THREADS=$THREADS
 : > "$out/results.jsonl"
-for weights in ${BENCH_WEIGHTS:-q4 dense}; do
+for weights in ${BENCH_WEIGHTS:-gguf q4 dense}; do
   say "docpipe ($BENCH_DTYPE, weights $weights, $THREADS threads)"
   DOCPIPE_LOG=warn BENCH_WEIGHTS=$weights BENCH_SEQUENCES=${BENCH_SEQUENCES:-8,32,64} \
     "$bench" run "$GGUF" "$BENCH_DTYPE" "$out/prompts.json" | tee -a "$out/results.jsonl"
@@ -73,6 +75,8 @@ for n in seqs:
 PY
 
 python3 - "$out/results.jsonl" <<'PY'
+# the pipeline's default (DOCPIPE_DECODER_WEIGHTS)
+DEFAULT = "gguf"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 impls = []
@@ -100,9 +104,9 @@ for what, seqs, label in [("prefill", None, "prefill 1500 tokens"), ("decode", 1
 for r in rows:
     if r["what"] == "load":
         print(f"{r['key']}: weights in memory {r['weight_bytes'] / 2**30:.2f} GiB ({r['dtype']}); KV cache {r['kv_bytes_per_token']} bytes/token")
-for k in reversed(ours):  # the default (q4) last
+for k in sorted(ours, key=lambda k: k.split()[1] == DEFAULT):  # the default last
     w = k.split()[1]
-    suffix = "" if w == "q4" else f"_{w}"
+    suffix = "" if w == DEFAULT else f"_{w}"
     b1 = rate(k, "decode", 1) / rate("llama.cpp", "decode", 1)
     c32 = rate(k, "concurrent", 32) / rate("llama.cpp", "concurrent", 32)
     print(f"decode_speedup_vs_llamacpp_batch1{suffix} {b1:.2f}")

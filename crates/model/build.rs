@@ -1,6 +1,7 @@
 //! Bake libtorch's library directory into the binary's run path, so `docpipe` runs without
 //! LD_LIBRARY_PATH, and compile our C++ against libtorch's headers: the CPU's fused RMSNorm
-//! and GeGLU (`csrc/cpu_norm.cpp`, `csrc/cpu_geglu.cpp`) and the packed FlashAttention shim
+//! and GeGLU (`csrc/cpu_norm.cpp`, `csrc/cpu_geglu.cpp`), the k-quant matrix products
+//! (`csrc/cpu_kquant.cpp`) and the packed FlashAttention shim
 //! (`csrc/flash_varlen.cpp`, where the op's header exists). `LIBTORCH` is the same variable
 //! torch-sys builds against; without it these are left out, and the model uses libtorch's ops
 //! instead (`cpu_norm`, `cpu_geglu`, `flash`).
@@ -11,6 +12,7 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/flash_varlen.cpp");
     println!("cargo:rerun-if-changed=csrc/cpu_norm.cpp");
     println!("cargo:rerun-if-changed=csrc/cpu_geglu.cpp");
+    println!("cargo:rerun-if-changed=csrc/cpu_kquant.cpp");
     println!("cargo:rerun-if-changed=csrc/cpu_common.h");
     println!("cargo::rustc-check-cfg=cfg(flash_shim)");
     println!("cargo::rustc-check-cfg=cfg(cpu_kernels)");
@@ -38,7 +40,8 @@ fn main() {
         .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
         .flag("-DGLOG_USE_GLOG_EXPORT")
         .file("csrc/cpu_norm.cpp")
-        .file("csrc/cpu_geglu.cpp");
+        .file("csrc/cpu_geglu.cpp")
+        .file("csrc/cpu_kquant.cpp");
     if flash {
         build.file("csrc/flash_varlen.cpp");
     }

@@ -27,9 +27,11 @@ pub struct DecoderArgs {
     /// Weights and activations: auto (as the embedding model decides), fp32, bf16, fp16 (CUDA).
     #[arg(long = "decoder-dtype", id = "decoder_dtype", env = "DOCPIPE_DECODER_DTYPE", default_value = "auto")]
     pub dtype: String,
-    /// Weight matrices: `q4` keeps the GGUF's Q4_K matrices in 4 bits (CPU; the others and any
-    /// on CUDA are dequantized), `dense` dequantizes all of them at load.
-    #[arg(long = "decoder-weights", id = "decoder_weights", env = "DOCPIPE_DECODER_WEIGHTS", default_value = "q4")]
+    /// Weight matrices: `gguf` keeps the GGUF's Q4_K and Q6_K matrices in the file's blocks and
+    /// multiplies them there (CPU; the others, and all on CUDA, are dequantized); `q4` repacks
+    /// the Q4_K ones for libtorch's int4 kernel and dequantizes the rest; `dense` dequantizes all
+    /// of them at load.
+    #[arg(long = "decoder-weights", id = "decoder_weights", env = "DOCPIPE_DECODER_WEIGHTS", default_value = "gguf")]
     pub weights: Weights,
     /// KV-cache token slots per block.
     #[arg(long, env = "DOCPIPE_KV_BLOCK_SIZE", default_value_t = 16)]

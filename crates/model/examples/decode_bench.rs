@@ -8,8 +8,8 @@
 //! 1,500-token prompt; decode tokens/s at batch 1 (64 new tokens after a question prompt,
 //! decode steps only); and, for 8, 32 and 64 concurrent sequences (the first N questions, 64
 //! new tokens each, no stop token), generated tokens per second of wall time including their
-//! prefill. `BENCH_SEQUENCES=8,32` changes the set; `BENCH_WEIGHTS=q4|dense` how the weights are
-//! held (q4: `Q4_K` matrices in 4 bits). Threads: libtorch's (`OMP_NUM_THREADS`).
+//! prefill. `BENCH_SEQUENCES=8,32` changes the set; `BENCH_WEIGHTS=gguf|q4|dense` how the weights are
+//! held (gguf, the default: `Q4_K`/`Q6_K` in the file's blocks; q4: `Q4_K` in libtorch's int4). Threads: libtorch's (`OMP_NUM_THREADS`).
 use std::path::Path;
 use std::time::Instant;
 
@@ -101,7 +101,7 @@ fn bench(gguf: &str, dtype: &str, prompts: &str, keep_heap: bool) {
     let t0 = Instant::now();
     let g = Gguf::open(Path::new(gguf)).unwrap_or_else(|e| die(e.to_string()));
     let weights: Weights =
-        std::env::var("BENCH_WEIGHTS").unwrap_or_else(|_| "q4".into()).parse().unwrap_or_else(|e: String| die(e));
+        std::env::var("BENCH_WEIGHTS").unwrap_or_else(|_| "gguf".into()).parse().unwrap_or_else(|e: String| die(e));
     let model = Qwen2::load(&g, tch::Device::Cpu, precision.kind(), weights).unwrap_or_else(|e| die(e.to_string()));
     let weight_bytes = model.weight_bytes();
     let load_s = t0.elapsed().as_secs_f64();

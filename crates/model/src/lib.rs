@@ -8,7 +8,8 @@
 //! and the precision; [`calibrate`] derives a batch budget from the memory available.
 //!
 //! The generative side: [`gguf`] reads llama.cpp's model files (metadata, tensors, the
-//! quantized block formats); [`chat`] builds the tokenizer and renders the chat template they
+//! quantized block formats) and [`kquant`] multiplies by their 4- and 6-bit matrices as they
+//! are; [`chat`] builds the tokenizer and renders the chat template they
 //! carry; [`qwen2`] is the decoder; [`kv_cache`] the paged KV cache with prefix sharing;
 //! [`sampling`] picks tokens, [`beam`] keeps the best hypotheses of a beam search, [`constrain`] keeps them to a JSON schema; [`engine`] schedules
 //! requests with continuous batching.
@@ -27,6 +28,7 @@ pub mod gemm_attention;
 pub mod gemma3;
 pub mod gguf;
 pub mod int4;
+pub mod kquant;
 pub mod kv_cache;
 pub mod qwen2;
 pub mod sampling;

@@ -11,9 +11,11 @@
 //! RMSNorm: x / rms(x) · w
 //! ```
 //! Grouped-query attention: `head_count / head_count_kv` query heads share a K/V head.
-//! Every size comes from the GGUF metadata ([`Config::from_gguf`]). Weight matrices are either
-//! dequantized at load into the model's precision (bf16 or fp32), or, with [`Weights::Q4`] on
-//! the CPU, the `Q4_K` ones stay in 4 bits ([`Int4Linear`]) and the others are dequantized.
+//! Every size comes from the GGUF metadata ([`Config::from_gguf`]). Weight matrices are held
+//! one of three ways ([`Weights`]): dequantized at load into the model's precision (bf16 or
+//! fp32); on the CPU, the `Q4_K` and `Q6_K` ones in the file's own blocks ([`KQuantLinear`],
+//! with the token embedding's rows dequantized as they are looked up); or the `Q4_K` ones
+//! repacked for libtorch's int4 kernel ([`Int4Linear`]) and the others dequantized.
 //!
 //! A forward pass takes any mix of sequences, each with a run of new tokens (a prompt chunk
 //! or one decode token) at known positions and a block table into the [`KvCache`]; it
@@ -21,8 +23,9 @@
 
 use tch::{Device, Kind, TchError, Tensor};
 
-use crate::gguf::{GgmlType, Gguf, GgufError};
+use crate::gguf::{dequantize_into, GgmlType, Gguf, GgufError};
 use crate::int4::Int4Linear;
+use crate::kquant::{self, KQuantLinear};
 use crate::kv_cache::KvCache;
 
 type R<T> = Result<T, TchError>;
@@ -97,6 +100,9 @@ pub enum Weights {
     Dense,
     /// `Q4_K` matrices kept in 4 bits ([`Int4Linear`], CPU only); the others dense.
     Q4,
+    /// `Q4_K` and `Q6_K` matrices kept in the file's blocks ([`KQuantLinear`], CPU only); the
+    /// others dense.
+    Gguf,
 }
 
 impl std::str::FromStr for Weights {
@@ -105,7 +111,8 @@ impl std::str::FromStr for Weights {
         match s {
             "dense" => Ok(Self::Dense),
             "q4" => Ok(Self::Q4),
-            _ => Err(format!("unknown weight format {s:?} (q4 or dense)")),
+            "gguf" => Ok(Self::Gguf),
+            _ => Err(format!("unknown weight format {s:?} (gguf, q4 or dense)")),
         }
     }
 }
@@ -153,6 +160,21 @@ impl Loader<'_> {
             let parts: Vec<(&[u8], usize)> = raw.iter().map(|(b, r)| (b.as_slice(), *r)).collect();
             return Ok(Linear::Int4(Int4Linear::from_q4_k(&parts, cols, self.kind, self.device)?));
         }
+        if self.weights == Weights::Gguf
+            && self.device == Device::Cpu
+            && infos.iter().all(|t| kquant::supported(t.kind))
+        {
+            let mut raw = Vec::with_capacity(names.len());
+            for ((name, rows), info) in names.iter().zip(&infos) {
+                let want = vec![*rows as i64, cols as i64];
+                if info.shape() != want {
+                    return Err(Qwen2Error::Shape { name: name.to_string(), got: info.shape(), want });
+                }
+                raw.push((info.kind, self.g.read_raw(info)?, *rows));
+            }
+            let parts: Vec<_> = raw.iter().map(|(k, b, r)| (*k, b.as_slice(), *r)).collect();
+            return Ok(Linear::KQuant(KQuantLinear::new(&parts, cols)?));
+        }
         let parts = names.iter().map(|(n, rows)| self.take(n, &[*rows, cols])).collect::<Result<Vec<_>, _>>()?;
         Ok(Linear::Dense(Tensor::f_cat(&parts, 0)?))
     }
@@ -162,6 +184,7 @@ impl Loader<'_> {
 enum Linear {
     Dense(Tensor),
     Int4(Int4Linear),
+    KQuant(KQuantLinear),
 }
 
 impl Linear {
@@ -169,6 +192,7 @@ impl Linear {
         match self {
             Linear::Dense(w) => x.f_linear(w, None::<Tensor>),
             Linear::Int4(l) => l.forward(x),
+            Linear::KQuant(l) => l.forward(x),
         }
     }
 
@@ -176,6 +200,43 @@ impl Linear {
         match self {
             Linear::Dense(w) => w.numel() * w.kind().elt_size_in_bytes(),
             Linear::Int4(l) => l.bytes(),
+            Linear::KQuant(l) => l.bytes(),
+        }
+    }
+}
+
+/// The token embedding: dense rows, or (GGUF weights on the CPU) the file's blocks, of which
+/// only the rows looked up are dequantized.
+enum Embedding {
+    Dense(Tensor),
+    Blocks { raw: Vec<u8>, kind: GgmlType, cols: usize, rows: usize },
+}
+
+impl Embedding {
+    /// Rows `ids` as `[ids, hidden]` in `kind` on `device`.
+    fn lookup(&self, ids: &[i64], kind: Kind, device: Device) -> R<Tensor> {
+        match self {
+            Embedding::Dense(w) => w.f_index_select(0, &Tensor::from_slice(ids).f_to_device(device)?),
+            Embedding::Blocks { raw, kind: ty, cols, rows } => {
+                let (per_block, block_bytes) = ty.block();
+                let row_bytes = cols / per_block * block_bytes;
+                let mut out = vec![0f32; ids.len() * cols];
+                for (&id, y) in ids.iter().zip(out.chunks_exact_mut(*cols)) {
+                    if id < 0 || id as usize >= *rows {
+                        return Err(TchError::Shape(format!("token id {id} outside the vocabulary of {rows}")));
+                    }
+                    let at = id as usize * row_bytes;
+                    dequantize_into(*ty, &raw[at..at + row_bytes], y);
+                }
+                Tensor::from_slice(&out).f_view([ids.len() as i64, *cols as i64])?.f_to_kind(kind)?.f_to_device(device)
+            }
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Embedding::Dense(w) => w.numel() * w.kind().elt_size_in_bytes(),
+            Embedding::Blocks { raw, .. } => raw.len(),
         }
     }
 }
@@ -361,10 +422,10 @@ struct DecodeStep {
 
 pub struct Qwen2 {
     pub config: Config,
-    embed: Tensor,
+    embed: Embedding,
     layers: Vec<Layer>,
     norm: RmsNorm,
-    lm_head: Tensor,
+    lm_head: Linear,
     inv_freq: Tensor,
     device: Device,
     kind: Kind,
@@ -385,11 +446,23 @@ impl Qwen2 {
                 mlp: Mlp::load(&l, &p, &c)?,
             });
         }
-        let embed = l.take("token_embd.weight", &[c.vocab_size, c.hidden_size])?;
+        let blocks = weights == Weights::Gguf && device == Device::Cpu;
+        let embed = match g.tensor("token_embd.weight") {
+            Some(t) if blocks => {
+                let want = vec![c.vocab_size as i64, c.hidden_size as i64];
+                if t.shape() != want {
+                    return Err(Qwen2Error::Shape { name: t.name.clone(), got: t.shape(), want });
+                }
+                let (rows, cols) = (c.vocab_size, c.hidden_size);
+                Embedding::Blocks { raw: g.read_raw(t)?, kind: t.kind, cols, rows }
+            }
+            _ => Embedding::Dense(l.take("token_embd.weight", &[c.vocab_size, c.hidden_size])?),
+        };
         // tied embeddings unless the file carries its own output matrix
-        let lm_head = match g.tensor("output.weight") {
-            Some(_) => l.take("output.weight", &[c.vocab_size, c.hidden_size])?,
-            None => embed.shallow_clone(),
+        let lm_head = match (g.tensor("output.weight"), &embed) {
+            (Some(_), _) => l.linear(&[("output.weight", c.vocab_size)], c.hidden_size)?,
+            (None, Embedding::Dense(w)) => Linear::Dense(w.shallow_clone()),
+            (None, Embedding::Blocks { .. }) => l.linear(&[("token_embd.weight", c.vocab_size)], c.hidden_size)?,
         };
         let d = c.head_dim as i64;
         let exps = Tensor::f_arange_start_step(0, d, 2, (Kind::Double, device))?.f_div_scalar(d as f64)?;
@@ -419,12 +492,12 @@ impl Qwen2 {
 
     /// Bytes of the weights as held in memory.
     pub fn weight_bytes(&self) -> usize {
-        let mut n = self.embed.numel() + self.norm.weight.numel();
-        if self.lm_head.data_ptr() != self.embed.data_ptr() {
-            n += self.lm_head.numel();
-        }
         let elt = self.kind.elt_size_in_bytes();
-        let mut bytes = n * elt;
+        let mut bytes = self.embed.bytes() + self.norm.weight.numel() * 4;
+        let tied = matches!((&self.lm_head, &self.embed), (Linear::Dense(w), Embedding::Dense(e)) if w.data_ptr() == e.data_ptr());
+        if !tied {
+            bytes += self.lm_head.bytes();
+        }
         for l in &self.layers {
             bytes += l.attn.qkv.bytes() + l.attn.qkv_bias.numel() * elt + l.attn.o.bytes();
             bytes += l.mlp.gate_up.bytes() + l.mlp.down.bytes();
@@ -439,8 +512,7 @@ impl Qwen2 {
         let _guard = tch::no_grad_guard();
         let step = self.step(seqs, cache.block_size())?;
         let ids: Vec<i64> = seqs.iter().flat_map(|s| s.tokens.iter().map(|&t| t as i64)).collect();
-        let ids = Tensor::from_slice(&ids).f_to_device(self.device)?;
-        let mut x = self.embed.f_index_select(0, &ids)?;
+        let mut x = self.embed.lookup(&ids, self.kind, self.device)?;
         for (i, layer) in self.layers.iter().enumerate() {
             x = layer.forward(&x, i, &step, cache)?;
         }
@@ -456,7 +528,7 @@ impl Qwen2 {
             return Tensor::f_zeros([0, self.config.vocab_size as i64], (Kind::Float, self.device));
         }
         let rows = x.f_index_select(0, &Tensor::from_slice(&last).f_to_device(self.device)?)?;
-        self.norm.forward(&rows)?.f_linear(&self.lm_head, None::<Tensor>)?.f_to_kind(Kind::Float)
+        self.lm_head.forward(&self.norm.forward(&rows)?)?.f_to_kind(Kind::Float)
     }
 
     fn step(&self, seqs: &[SeqInput], block_size: usize) -> R<Step> {

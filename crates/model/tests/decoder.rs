@@ -176,8 +176,15 @@ fn tokenizer_and_chat_template_match_llama_cpp() {
 
 #[test]
 fn greedy_decoding_matches_llama_cpp() {
+    // both ways of keeping the weights quantized: libtorch's int4 and the GGUF blocks as they are
+    for weights in [Weights::Q4, Weights::Gguf] {
+        greedy_parity(weights);
+    }
+}
+
+fn greedy_parity(weights: Weights) {
     let gold = golden();
-    let (mut eng, tok) = engine_with(fp32(512), Weights::Q4);
+    let (mut eng, tok) = engine_with(fp32(512), weights);
     let mut identical = 0;
     let mut report = Vec::new();
     for (i, c) in gold.cases.iter().enumerate() {
@@ -191,18 +198,25 @@ fn greedy_decoding_matches_llama_cpp() {
         }
         report.push(format!("{} / {:?}: {n} of {} tokens agree", c.sample, c.question, c.greedy.len()));
     }
-    eprintln!("{}", report.join("\n"));
-    eprintln!("greedy continuations identical to llama.cpp: {identical} of {}", gold.cases.len());
-    assert!(identical >= 9, "greedy continuations identical on {identical} of 10 prompts (want ≥ 9)");
+    eprintln!("weights {weights:?}:\n{}", report.join("\n"));
+    eprintln!("weights {weights:?}: greedy continuations identical to llama.cpp: {identical} of {}", gold.cases.len());
+    assert!(
+        identical >= 9,
+        "weights {weights:?}: greedy continuations identical on {identical} of 10 prompts (want ≥ 9)"
+    );
 }
 
 #[test]
 fn first_step_logits_match_llama_cpp() {
     let gold = golden();
     let g = open();
-    // the dense path here (the greedy test runs the 4-bit one), with the cache in fp32 and in int8
-    let model = Qwen2::load(&g, Device::Cpu, Kind::Float, Weights::Dense).unwrap();
-    for kv in [Kind::Float, Kind::Int8] {
+    // the dense path with the cache in fp32 and in int8, and the GGUF blocks as they are (8-bit
+    // activations in their dot products, as llama.cpp's)
+    let dense = Qwen2::load(&g, Device::Cpu, Kind::Float, Weights::Dense).unwrap();
+    let blocks = Qwen2::load(&g, Device::Cpu, Kind::Float, Weights::Gguf).unwrap();
+    for (model, weights, kv) in
+        [(&dense, "dense", Kind::Float), (&dense, "dense", Kind::Int8), (&blocks, "gguf", Kind::Float)]
+    {
         let c = &model.config;
         let mut cache =
             KvCache::new(c.num_layers, 128, 16, c.num_kv_heads, c.head_dim, kv, Kind::Float, Device::Cpu).unwrap();
@@ -224,11 +238,14 @@ fn first_step_logits_match_llama_cpp() {
             top5_same += (ours == theirs) as usize;
         }
         eprintln!(
-            "first step, KV cache {kv:?}: max |logit − llama.cpp| over its top 20: {worst:.4}; top-1 equal on {top1_same} of 10, top-5 sets on {top5_same}"
+            "first step, weights {weights}, KV cache {kv:?}: max |logit − llama.cpp| over its top 20: {worst:.4}; top-1 equal on {top1_same} of 10, top-5 sets on {top5_same}"
         );
         if kv == Kind::Float {
             assert_eq!(top1_same, 10, "top token differs");
-            assert!(top5_same >= 9, "top-5 sets equal on {top5_same} of 10");
+            // the GGUF blocks' 8-bit activations (where the 0.5B has Q4_K/Q6_K matrices; its
+            // Q5_0/Q8_0 ones are dense) move near-ties at the fifth rank: 8 of 10 seen
+            let want5 = if weights == "gguf" { 8 } else { 9 };
+            assert!(top5_same >= want5, "weights {weights}: top-5 sets equal on {top5_same} of 10");
             assert!(worst < 0.5, "max abs logit difference {worst}");
         } else {
             // int8 keys and values: one more rounding, per 32 values

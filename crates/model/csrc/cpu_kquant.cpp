@@ -1,0 +1,516 @@
+// Matrix products with GGUF k-quant weights (Q4_K, Q6_K) read in their own 4.5- and 6.6-bit
+// blocks, as llama.cpp does: the activations are quantized to 8 bits per 256-value block
+// (one fp32 scale, and the sums of each 16 values), and each 256-value block's dot product is
+// integer arithmetic on the CPU's VNNI units, scaled once per block.
+//
+// A 256-value weight block in both formats is `d·sc_k·q_i − dmin·m_k` for its sixteen
+// 16-value sub-blocks k (Q4_K's 32-value sub-blocks give two k each; Q6_K has dmin = d and
+// m_k = 32·sc_k, its q_i being 6 bits stored unsigned with an offset of 32). With x_i = dx·p_i:
+//
+//   Σ_i w_i·x_i = dx · (d · Σ_k sc_k · Σ_{i∈k} q_i·p_i  −  dmin · Σ_k m_k · Σ_{i∈k} p_i)
+//
+// The inner sums are u8×s8 products summed in pairs (vpmaddubsw, at most 2·63·127) and then
+// multiplied by the scales and summed in pairs again (vpdpwssd), in int32 lanes; the lanes
+// are turned to fp32 once per block. Weights are unpacked once per tile of activation rows, so
+// one call serves a decode step (a few rows: the weights are streamed once) and a prompt chunk.
+//
+// Without AVX512-VNNI (checked once, at the first call) the same integer arithmetic runs in
+// scalar code: slower, and equal up to the order of the fp32 sums.
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cpu_common.h"
+
+namespace {
+
+using namespace docpipe;
+
+constexpr int64_t QK = 256;  // values per block
+constexpr int Q4_K = 12, Q6_K = 14;  // ggml's type ids
+constexpr int64_t Q4_K_BYTES = 144, Q6_K_BYTES = 210;
+
+// An activation row quantized: QK int8 per block, then one fp32 scale per block, then the
+// int16 sums of each 16 values.
+struct Q8Row {
+  static int64_t bytes(int64_t k) { return k + 4 * (k / QK) + 2 * (k / 16); }
+};
+
+inline float f16_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      do {
+        e++;
+        man <<= 1;
+      } while ((man & 0x400) == 0);
+      bits = sign | uint32_t(127 - 15 - e) << 23 | (man & 0x3ff) << 13;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | man << 13;
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | man << 13;
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+template <class P>
+void quantize_row(const typename P::T *x, int64_t k, uint8_t *out) {
+  int8_t *q = reinterpret_cast<int8_t *>(out);
+  float *d = reinterpret_cast<float *>(out + k);
+  int16_t *sums = reinterpret_cast<int16_t *>(out + k + 4 * (k / QK));
+  for (int64_t b = 0; b < k / QK; b++) {
+    const typename P::T *xb = x + b * QK;
+    float amax = 0.0f;
+    for (int64_t i = 0; i < QK; i++) amax = std::max(amax, std::fabs(P::load(xb[i])));
+    const float scale = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    d[b] = scale;
+    for (int64_t s = 0; s < QK / 16; s++) {
+      int sum = 0;
+      for (int64_t i = 16 * s; i < 16 * s + 16; i++) {
+        int v = int(std::nearbyint(P::load(xb[i]) * inv));
+        v = std::min(127, std::max(-127, v));
+        q[b * QK + i] = int8_t(v);
+        sum += v;
+      }
+      sums[b * (QK / 16) + s] = int16_t(sum);
+    }
+  }
+}
+
+// One weight block unpacked: q as unsigned bytes in value order, the sixteen sub-block
+// scales and mins, d and dmin.
+struct Block {
+  alignas(64) uint8_t q[QK];
+  int16_t sc[16];
+  int16_t m[16];
+  float d, dmin;
+};
+
+inline void unpack_q4_k(const uint8_t *b, Block &o) {
+  uint16_t h;
+  std::memcpy(&h, b, 2);
+  o.d = f16_to_float(h);
+  std::memcpy(&h, b + 2, 2);
+  o.dmin = f16_to_float(h);
+  const uint8_t *s = b + 4, *qs = b + 16;
+  for (int j = 0; j < 8; j++) {
+    int sc, m;
+    if (j < 4) {
+      sc = s[j] & 63;
+      m = s[j + 4] & 63;
+    } else {
+      sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+      m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+    o.sc[2 * j] = o.sc[2 * j + 1] = int16_t(sc);
+    o.m[2 * j] = o.m[2 * j + 1] = int16_t(m);
+  }
+  for (int g = 0; g < 4; g++)
+    for (int l = 0; l < 32; l++) {
+      o.q[64 * g + l] = qs[32 * g + l] & 0x0f;
+      o.q[64 * g + 32 + l] = qs[32 * g + l] >> 4;
+    }
+}
+
+inline void unpack_q6_k(const uint8_t *b, Block &o) {
+  const uint8_t *ql = b, *qh = b + 128;
+  const int8_t *sc = reinterpret_cast<const int8_t *>(b + 192);
+  uint16_t h;
+  std::memcpy(&h, b + 208, 2);
+  o.d = o.dmin = f16_to_float(h);
+  for (int k = 0; k < 16; k++) {
+    o.sc[k] = sc[k];
+    o.m[k] = int16_t(32 * sc[k]);
+  }
+  for (int n = 0; n < 2; n++)
+    for (int l = 0; l < 32; l++) {
+      const uint8_t a = ql[64 * n + l], c = ql[64 * n + l + 32], hb = qh[32 * n + l];
+      o.q[128 * n + l] = (a & 0x0f) | ((hb & 3) << 4);
+      o.q[128 * n + l + 32] = (c & 0x0f) | (((hb >> 2) & 3) << 4);
+      o.q[128 * n + l + 64] = (a >> 4) | (((hb >> 4) & 3) << 4);
+      o.q[128 * n + l + 96] = (c >> 4) | (((hb >> 6) & 3) << 4);
+    }
+}
+
+// Σ over one block, in the exact integer arithmetic the vector path does.
+inline float block_dot_scalar(const Block &w, const int8_t *p, float dx, const int16_t *psum) {
+  int32_t s1 = 0, s2 = 0;
+  for (int k = 0; k < 16; k++) {
+    int32_t inner = 0;
+    for (int i = 16 * k; i < 16 * k + 16; i++) inner += int32_t(w.q[i]) * p[i];
+    s1 += w.sc[k] * inner;
+    s2 += w.m[k] * psum[k];
+  }
+  return dx * (w.d * float(s1) - w.dmin * float(s2));
+}
+
+// A tile of weight rows against a tile of activation rows, y[m][n] over all of K.
+struct Problem {
+  const uint8_t *xq;  // activation rows, Q8Row layout
+  int64_t rows, k;
+  const uint8_t *w;  // weight rows in GGUF blocks
+  int type;
+  int64_t n;
+  float *y;  // [rows, ldy] fp32 scratch (the caller converts)
+  int64_t ldy;
+  int64_t row_bytes() const { return (k / QK) * (type == Q4_K ? Q4_K_BYTES : Q6_K_BYTES); }
+  int64_t xq_bytes() const { return Q8Row::bytes(k); }
+};
+
+// A scratch array of over-aligned blocks (std::vector does not align them here).
+template <class T>
+struct Aligned {
+  T *p;
+  explicit Aligned(int64_t n) : p(static_cast<T *>(std::aligned_alloc(alignof(T), sizeof(T) * std::max<int64_t>(n, 1)))) {
+    if (!p) throw std::bad_alloc();
+  }
+  ~Aligned() { std::free(p); }
+  Aligned(const Aligned &) = delete;
+  Aligned &operator=(const Aligned &) = delete;
+  T &operator[](int64_t i) { return p[i]; }
+};
+
+constexpr int64_t TILE_M = 32;  // activation rows per pass over an unpacked weight row tile
+constexpr int64_t TILE_N = 4;   // weight rows unpacked at a time, at most
+constexpr int64_t TILE_BYTES = 24 << 10;  // and at most this many bytes of them
+
+void rows_scalar(const Problem &pb, int64_t n0, int64_t n1) {
+  const int64_t nb = pb.k / QK;
+  Aligned<Block> blocks(nb);
+  for (int64_t n = n0; n < n1; n++) {
+    const uint8_t *wr = pb.w + n * pb.row_bytes();
+    for (int64_t b = 0; b < nb; b++) {
+      if (pb.type == Q4_K) unpack_q4_k(wr + b * Q4_K_BYTES, blocks[b]);
+      else unpack_q6_k(wr + b * Q6_K_BYTES, blocks[b]);
+    }
+    for (int64_t m = 0; m < pb.rows; m++) {
+      const uint8_t *x = pb.xq + m * pb.xq_bytes();
+      const int8_t *p = reinterpret_cast<const int8_t *>(x);
+      const float *dx = reinterpret_cast<const float *>(x + pb.k);
+      const int16_t *ps = reinterpret_cast<const int16_t *>(x + pb.k + 4 * nb);
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; b++) acc += block_dot_scalar(blocks[b], p + b * QK, dx[b], ps + 16 * b);
+      pb.y[m * pb.ldy + n] = acc;
+    }
+  }
+}
+
+#define VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512dq")))
+
+// A block unpacked for the vector loop: 4 × 64 unsigned values, for each 64 the scales of its
+// 32 value pairs, and the 16 mins. (alignas: in code built for the baseline ISA, as this file
+// is, a 512-bit vector type is only 16-byte aligned.)
+struct alignas(64) VBlock {
+  __m512i q[4];
+  __m512i sc[4];
+  __m256i m;
+  float d, dmin;
+};
+
+// Permutation indices: which 16-bit scale each value pair of a 64-value vector takes. Q6_K's
+// scales are per 16 values (pair e of vector v: sub-block 4v + e/8), Q4_K's per 32 (2v + e/16);
+// and Q4_K's mins spread to the 16 sums of 16 values (k/2).
+struct ScaleIndex {
+  alignas(64) int16_t by16[4][32];
+  alignas(64) int16_t by32[4][32];
+  alignas(32) int16_t min32[16];
+  ScaleIndex() {
+    for (int v = 0; v < 4; v++)
+      for (int e = 0; e < 32; e++) {
+        by16[v][e] = int16_t(4 * v + e / 8);
+        by32[v][e] = int16_t(2 * v + e / 16);
+      }
+    for (int k = 0; k < 16; k++) min32[k] = int16_t(k / 2);
+  }
+};
+const ScaleIndex SCALE_INDEX;
+
+VNNI inline float f16c(const uint8_t *p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// Q4_K: the 12 bytes of 6-bit scales and mins rearranged with 32-bit masks (eight scales,
+// then eight mins, one per byte), as llama.cpp does.
+VNNI inline void vunpack_q4_k(const uint8_t *b, VBlock &o) {
+  o.d = f16c(b);
+  o.dmin = f16c(b + 2);
+  uint32_t u[4];
+  std::memcpy(u, b + 4, 12);
+  const uint32_t m1 = 0x3f3f3f3f, m2 = 0x0f0f0f0f, m3 = 0x03030303;
+  u[3] = ((u[2] >> 4) & m2) | (((u[1] >> 6) & m3) << 4);
+  const uint32_t mins_lo = u[1] & m1;
+  u[1] = (u[2] & m2) | (((u[0] >> 6) & m3) << 4);
+  u[2] = mins_lo;
+  u[0] &= m1;
+  const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i *>(u));  // sc[0..8], m[0..8]
+  const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
+  for (int v = 0; v < 4; v++)
+    o.sc[v] = _mm512_permutexvar_epi16(_mm512_load_si512(SCALE_INDEX.by32[v]), sc);
+  o.m = _mm256_permutexvar_epi16(_mm256_load_si256(reinterpret_cast<const __m256i *>(SCALE_INDEX.min32)),
+                                 _mm256_castsi128_si256(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8))));
+  const uint8_t *qs = b + 16;
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  for (int g = 0; g < 4; g++) {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(qs + 32 * g));
+    const __m256i lo = _mm256_and_si256(raw, low4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+    o.q[g] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  }
+}
+
+VNNI inline void vunpack_q6_k(const uint8_t *b, VBlock &o) {
+  const uint8_t *ql = b, *qh = b + 128;
+  o.d = o.dmin = f16c(b + 208);
+  const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b + 192)));
+  const __m512i s = _mm512_castsi256_si512(sc16);
+  for (int v = 0; v < 4; v++) o.sc[v] = _mm512_permutexvar_epi16(_mm512_load_si512(SCALE_INDEX.by16[v]), s);
+  o.m = _mm256_slli_epi16(sc16, 5);
+  const __m512i low4 = _mm512_set1_epi8(0x0f), low2 = _mm512_set1_epi8(3);
+  for (int n = 0; n < 2; n++) {
+    const __m512i l = _mm512_loadu_si512(ql + 64 * n);  // [ql0 | ql1]: 64 bytes
+    const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(qh + 32 * n));
+    // high bits of values 0..63 ([hb | hb >> 2]) and of 64..127 ([hb >> 4 | hb >> 6])
+    const __m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(hb), _mm256_srli_epi16(hb, 2), 1);
+    const __m512i h23 = _mm512_srli_epi16(h01, 4);
+    o.q[2 * n] = _mm512_or_si512(_mm512_and_si512(l, low4), _mm512_slli_epi16(_mm512_and_si512(h01, low2), 4));
+    o.q[2 * n + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4),
+                                     _mm512_slli_epi16(_mm512_and_si512(h23, low2), 4));
+  }
+}
+
+VNNI inline void vunpack(int type, const uint8_t *b, VBlock &o) {
+  if (type == Q4_K) vunpack_q4_k(b, o);
+  else vunpack_q6_k(b, o);
+}
+
+// Running sums of one (weight row, activation row) pair: the scaled products in 16 lanes, the
+// scaled mins in 8.
+struct VAcc {
+  __m512 prod;
+  __m256 min;
+};
+
+VNNI inline void vzero(VAcc &a) {
+  a.prod = _mm512_setzero_ps();
+  a.min = _mm256_setzero_ps();
+}
+
+// One block of one activation row (Q8Row `x`, block `b` of `nb`) into `a`.
+VNNI inline void vdot(const VBlock &w, const uint8_t *x, int64_t k, int64_t nb, int64_t b, VAcc &a) {
+  const int8_t *p = reinterpret_cast<const int8_t *>(x) + b * QK;
+  const float dx = reinterpret_cast<const float *>(x + k)[b];
+  const int16_t *ps = reinterpret_cast<const int16_t *>(x + k + 4 * nb) + 16 * b;
+  __m512i s1 = _mm512_setzero_si512();
+  for (int v = 0; v < 4; v++) {
+    const __m512i pairs = _mm512_maddubs_epi16(w.q[v], _mm512_loadu_si512(p + 64 * v));
+    s1 = _mm512_dpwssd_epi32(s1, pairs, w.sc[v]);
+  }
+  const __m256i s2 = _mm256_madd_epi16(w.m, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(ps)));
+  a.prod = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_set1_ps(dx * w.d), a.prod);
+  a.min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s2), _mm256_set1_ps(dx * w.dmin), a.min);
+}
+
+VNNI inline float vresult(const VAcc &a) {
+  const __m128 lo = _mm256_castps256_ps128(a.min), hi = _mm256_extractf128_ps(a.min, 1);
+  __m128 s = _mm_add_ps(lo, hi);
+  s = _mm_hadd_ps(s, s);
+  s = _mm_hadd_ps(s, s);
+  return _mm512_reduce_add_ps(a.prod) - _mm_cvtss_f32(s);
+}
+
+constexpr int64_t PREFETCH_BLOCKS = 8;
+constexpr auto PREFETCH_HINT = _MM_HINT_T0;
+
+// Few activation rows (a decode step): each weight block is unpacked into registers and used
+// at once by the M rows, so the weights pass through the cores once, with nothing stored. The
+// row's stream is prefetched PREFETCH_BLOCKS ahead (past a row's end: the next row): the
+// hardware prefetcher alone keeps too few reads in flight to fill the memory bandwidth
+// (batch-1 decoding of the 1.5B model: 8.0 → 12.5 tokens/s on a 2-core Xeon). Reading two
+// rows side by side, as two streams, was slower (10.7).
+template <int M>
+VNNI void rows_fused(const Problem &pb, int64_t n0, int64_t n1) {
+  const int64_t nb = pb.k / QK, wbytes = pb.type == Q4_K ? Q4_K_BYTES : Q6_K_BYTES;
+  const uint8_t *x[M];
+  for (int m = 0; m < M; m++) x[m] = pb.xq + m * pb.xq_bytes();
+  for (int64_t n = n0; n < n1; n++) {
+    const uint8_t *wr = pb.w + n * pb.row_bytes();
+    VAcc acc[M];
+    for (int m = 0; m < M; m++) vzero(acc[m]);
+    for (int64_t b = 0; b < nb; b++) {
+      const char *ahead = reinterpret_cast<const char *>(wr + (b + PREFETCH_BLOCKS) * wbytes);
+      for (int64_t line = 0; line < wbytes; line += 64) _mm_prefetch(ahead + line, PREFETCH_HINT);
+      VBlock w;
+      vunpack(pb.type, wr + b * wbytes, w);
+      for (int m = 0; m < M; m++) vdot(w, x[m], pb.k, nb, b, acc[m]);
+    }
+    for (int m = 0; m < M; m++) pb.y[m * pb.ldy + n] = vresult(acc[m]);
+  }
+}
+
+// Many activation rows (a prompt chunk): a few weight rows are unpacked into a scratch tile
+// once and used by every activation row of the tile, MR activation rows per pass so that each
+// unpacked block loaded into registers serves MR dot products.
+template <int MR>
+VNNI void tile_rows(const Problem &pb, const VBlock *tile, int64_t tn, int64_t t0, int64_t m0) {
+  const int64_t nb = pb.k / QK;
+  const uint8_t *x[MR];
+  for (int m = 0; m < MR; m++) x[m] = pb.xq + (m0 + m) * pb.xq_bytes();
+  for (int64_t r = 0; r < tn; r++) {
+    VAcc acc[MR];
+    for (int m = 0; m < MR; m++) vzero(acc[m]);
+    for (int64_t b = 0; b < nb; b++) {
+      const VBlock w = tile[r * nb + b];
+      for (int m = 0; m < MR; m++) vdot(w, x[m], pb.k, nb, b, acc[m]);
+    }
+    for (int m = 0; m < MR; m++) pb.y[(m0 + m) * pb.ldy + t0 + r] = vresult(acc[m]);
+  }
+}
+
+VNNI void rows_tiled(const Problem &pb, int64_t n0, int64_t n1) {
+  const int64_t nb = pb.k / QK, wbytes = pb.type == Q4_K ? Q4_K_BYTES : Q6_K_BYTES;
+  // as many weight rows as fit the L1 cache's share of the tile (one row of a long matrix)
+  const int64_t tile_rows_n = std::max<int64_t>(1, std::min<int64_t>(TILE_N, TILE_BYTES / (nb * int64_t(sizeof(VBlock)))));
+  Aligned<VBlock> tile(tile_rows_n * nb);
+  for (int64_t t0 = n0; t0 < n1; t0 += tile_rows_n) {
+    const int64_t tn = std::min(tile_rows_n, n1 - t0);
+    for (int64_t r = 0; r < tn; r++) {
+      const uint8_t *wr = pb.w + (t0 + r) * pb.row_bytes();
+      for (int64_t b = 0; b < nb; b++) vunpack(pb.type, wr + b * wbytes, tile[r * nb + b]);
+    }
+    int64_t m = 0;
+    for (; m + 4 <= pb.rows; m += 4) tile_rows<4>(pb, &tile[0], tn, t0, m);
+    for (; m < pb.rows; m++) tile_rows<1>(pb, &tile[0], tn, t0, m);
+  }
+}
+
+// Up to this many activation rows go through the fused path.
+constexpr int64_t FUSED_ROWS = 4;
+
+VNNI void rows_vnni(const Problem &pb, int64_t n0, int64_t n1) {
+  if (pb.rows > FUSED_ROWS) return rows_tiled(pb, n0, n1);
+  switch (pb.rows) {
+    case 1: return rows_fused<1>(pb, n0, n1);
+    case 2: return rows_fused<2>(pb, n0, n1);
+    case 3: return rows_fused<3>(pb, n0, n1);
+    default: return rows_fused<4>(pb, n0, n1);
+  }
+}
+
+bool has_vnni() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+                          __builtin_cpu_supports("avx512dq");
+  return yes;
+}
+
+// Weight rows per task: at least a few tiles, so that one decode step's rows spread over the
+// threads without each task paying for too little work.
+constexpr int64_t GRAIN_N = 16;
+
+void run(const Problem &pb, bool vector) {
+  // tiles of activation rows, so that one tile of them stays in cache while weight tiles pass
+  for (int64_t m0 = 0; m0 < pb.rows; m0 += TILE_M) {
+    Problem sub = pb;
+    sub.xq = pb.xq + m0 * pb.xq_bytes();
+    sub.rows = std::min(TILE_M, pb.rows - m0);
+    sub.y = pb.y + m0 * pb.ldy;
+    at::parallel_for(0, pb.n, GRAIN_N, [&](int64_t b, int64_t e) {
+      if (vector) rows_vnni(sub, b, e);
+      else rows_scalar(sub, b, e);
+    });
+  }
+}
+
+}  // namespace
+
+// x [rows, k] (contiguous fp32 or bf16, CPU) quantized to 8 bits per 256 values: a uint8
+// tensor [rows, k + k/64 + k/8] (values, scales, sums of 16).
+extern "C" int docpipe_q8_quantize(const at::Tensor *x_, at::Tensor **out, char *err, size_t err_len) {
+  try {
+    const at::Tensor &x = *x_;
+    if (!x.device().is_cpu() || !x.is_contiguous() || x.dim() != 2 || x.size(1) % QK != 0)
+      throw std::invalid_argument("q8_quantize: x must be a contiguous 2-D CPU tensor with rows of whole 256-blocks");
+    const int64_t rows = x.size(0), k = x.size(1), rb = Q8Row::bytes(k);
+    at::Tensor q = at::empty({rows, rb}, x.options().dtype(at::kByte));
+    uint8_t *o = q.data_ptr<uint8_t>();
+    if (x.scalar_type() == at::kFloat) {
+      const float *p = x.data_ptr<float>();
+      at::parallel_for(0, rows, 16, [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; r++) quantize_row<F32>(p + r * k, k, o + r * rb);
+      });
+    } else if (x.scalar_type() == at::kBFloat16) {
+      const uint16_t *p = reinterpret_cast<const uint16_t *>(x.data_ptr<at::BFloat16>());
+      at::parallel_for(0, rows, 16, [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; r++) quantize_row<BF16>(p + r * k, k, o + r * rb);
+      });
+    } else {
+      throw std::invalid_argument("q8_quantize: x must be fp32 or bf16");
+    }
+    *out = new at::Tensor(std::move(q));
+    return 0;
+  } catch (const std::exception &e) {
+    return fail(e, err, err_len);
+  }
+}
+
+// y[:, col : col + n] = x · Wᵀ for xq from docpipe_q8_quantize and W [n, k] in GGUF blocks of
+// `type` (12 = Q4_K, 14 = Q6_K) as a uint8 tensor [n, k/256 · block bytes]. y is a contiguous
+// [rows, ≥ col + n] fp32 or bf16 CPU tensor. `scalar` forces the portable path (tests).
+extern "C" int docpipe_kquant_matmul(const at::Tensor *xq_, const at::Tensor *w_, int32_t type, int64_t k,
+                                     at::Tensor *y_, int64_t col, int32_t scalar, char *err, size_t err_len) {
+  try {
+    const at::Tensor &xq = *xq_, &w = *w_;
+    at::Tensor &y = *y_;
+    if (type != Q4_K && type != Q6_K) throw std::invalid_argument("kquant_matmul: type must be Q4_K or Q6_K");
+    if (k <= 0 || k % QK != 0) throw std::invalid_argument("kquant_matmul: k must be a multiple of 256");
+    const int64_t wbytes = (k / QK) * (type == Q4_K ? Q4_K_BYTES : Q6_K_BYTES);
+    if (xq.dim() != 2 || xq.scalar_type() != at::kByte || !xq.is_contiguous() || xq.size(1) != Q8Row::bytes(k))
+      throw std::invalid_argument("kquant_matmul: xq is not a quantized [rows, " + std::to_string(k) + "] tensor");
+    if (w.dim() != 2 || w.scalar_type() != at::kByte || !w.is_contiguous() || w.size(1) != wbytes)
+      throw std::invalid_argument("kquant_matmul: weights are not [n, " + std::to_string(wbytes) + "] bytes");
+    if (!xq.device().is_cpu() || !w.device().is_cpu() || !y.device().is_cpu())
+      throw std::invalid_argument("kquant_matmul: CPU tensors only");
+    const int64_t rows = xq.size(0), n = w.size(0);
+    if (y.dim() != 2 || !y.is_contiguous() || y.size(0) != rows || col < 0 || y.size(1) < col + n)
+      throw std::invalid_argument("kquant_matmul: y is not [rows, >= col + n]");
+    const bool bf16 = y.scalar_type() == at::kBFloat16;
+    if (!bf16 && y.scalar_type() != at::kFloat) throw std::invalid_argument("kquant_matmul: y must be fp32 or bf16");
+    // fp32 results land in y directly; bf16 ones go through an fp32 scratch
+    at::Tensor scratch = bf16 ? at::empty({rows, n}, y.options().dtype(at::kFloat)) : at::Tensor();
+    Problem pb{xq.data_ptr<uint8_t>(), rows, k, w.data_ptr<uint8_t>(), type, n,
+               bf16 ? scratch.data_ptr<float>() : y.data_ptr<float>() + col, bf16 ? n : y.size(1)};
+    run(pb, scalar == 0 && has_vnni());
+    if (bf16) {
+      const float *s = scratch.data_ptr<float>();
+      uint16_t *o = reinterpret_cast<uint16_t *>(y.data_ptr<at::BFloat16>());
+      const int64_t ld = y.size(1);
+      at::parallel_for(0, rows, 16, [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; r++)
+          for (int64_t c = 0; c < n; c++) o[r * ld + col + c] = float_to_bf16(s[r * n + c]);
+      });
+    }
+    return 0;
+  } catch (const std::exception &e) {
+    return fail(e, err, err_len);
+  }
+}

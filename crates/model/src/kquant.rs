@@ -1,0 +1,259 @@
+//! GGUF k-quant matrices (`Q4_K`, `Q6_K`) kept in their own blocks and multiplied there
+//! (`csrc/cpu_kquant.cpp`): the activations are quantized to 8 bits per 256 values and each
+//! block's dot product is integer arithmetic on AVX512-VNNI (a scalar path elsewhere), as
+//! llama.cpp computes it. The weights take the file's 4.5 and 6.6 bits per value in memory and
+//! are read once per step, whatever the batch: what decoding at batch 1 is bound by.
+//!
+//! A matrix may stack parts of different types along its output dimension (q, k and v are
+//! stacked; `attn_v` is often `Q6_K` where `attn_q` is `Q4_K`).
+
+use tch::{Device, TchError, Tensor};
+
+use crate::gguf::GgmlType;
+
+/// Values per block of both formats.
+const BLOCK: usize = 256;
+
+/// The formats the kernel reads.
+pub fn supported(kind: GgmlType) -> bool {
+    matches!(kind, GgmlType::Q4K | GgmlType::Q6K)
+}
+
+struct Part {
+    /// `[rows, cols / 256 · block bytes]` bytes, as in the file.
+    blocks: Tensor,
+    kind: GgmlType,
+    rows: i64,
+}
+
+/// A linear layer `y = x · Wᵀ` with `W` `[out, in]` in GGUF k-quant blocks (CPU).
+pub struct KQuantLinear {
+    parts: Vec<Part>,
+    out_features: i64,
+    in_features: i64,
+}
+
+impl KQuantLinear {
+    /// From the raw blocks of matrices stacked along the output dimension: `parts` are
+    /// `(type, bytes, rows)`, each `[rows, cols]` row-major.
+    pub fn new(parts: &[(GgmlType, &[u8], usize)], cols: usize) -> Result<Self, TchError> {
+        if cols == 0 || !cols.is_multiple_of(BLOCK) {
+            return Err(TchError::Shape(format!("k-quant rows of {cols} values are not whole 256-blocks")));
+        }
+        let mut out = Vec::with_capacity(parts.len());
+        for &(kind, bytes, rows) in parts {
+            if !supported(kind) {
+                return Err(TchError::Kind(format!("{} is not a k-quant format the kernel reads", kind.name())));
+            }
+            let row_bytes = cols / BLOCK * kind.block().1;
+            if bytes.len() != rows * row_bytes {
+                return Err(TchError::Shape(format!("{} bytes of {} for {rows} × {cols}", bytes.len(), kind.name())));
+            }
+            let blocks = Tensor::from_slice(bytes).f_view([rows as i64, row_bytes as i64])?;
+            out.push(Part { blocks, kind, rows: rows as i64 });
+        }
+        let out_features = out.iter().map(|p| p.rows).sum();
+        Ok(Self { parts: out, out_features, in_features: cols as i64 })
+    }
+
+    /// `x` `[..., in]` (fp32 or bf16) → `[..., out]` in `x`'s precision.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor, TchError> {
+        self.forward_with(x, false)
+    }
+
+    /// With `scalar`, the portable path even where the CPU has VNNI (for tests).
+    pub(crate) fn forward_with(&self, x: &Tensor, scalar: bool) -> Result<Tensor, TchError> {
+        let size = x.size();
+        if size.last() != Some(&self.in_features) {
+            return Err(TchError::Shape(format!("input {size:?} for a matrix of {} columns", self.in_features)));
+        }
+        let flat = x.f_reshape([-1, self.in_features])?.f_contiguous()?;
+        let xq = ffi::quantize(&flat)?;
+        let y = Tensor::f_empty([flat.size()[0], self.out_features], (x.kind(), Device::Cpu))?;
+        let mut col = 0;
+        for p in &self.parts {
+            ffi::matmul(&xq, &p.blocks, p.kind, self.in_features, &y, col, scalar)?;
+            col += p.rows;
+        }
+        let mut out = size;
+        let last = out.len() - 1;
+        out[last] = self.out_features;
+        y.f_view(out.as_slice())
+    }
+
+    /// Bytes held: the blocks as in the file.
+    pub fn bytes(&self) -> usize {
+        self.parts.iter().map(|p| p.blocks.numel()).sum()
+    }
+}
+
+#[cfg(cpu_kernels)]
+mod ffi {
+    use std::ffi::{c_char, c_int, c_void};
+
+    use tch::{TchError, Tensor};
+
+    use crate::gguf::GgmlType;
+
+    extern "C" {
+        fn docpipe_q8_quantize(x: *const c_void, out: *mut *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
+        fn docpipe_kquant_matmul(
+            xq: *const c_void,
+            w: *const c_void,
+            kind: i32,
+            k: i64,
+            y: *mut c_void,
+            col: i64,
+            scalar: i32,
+            err: *mut c_char,
+            err_len: usize,
+        ) -> c_int;
+    }
+
+    pub(super) fn quantize(x: &Tensor) -> Result<Tensor, TchError> {
+        let mut out: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `x` is a live `at::Tensor*` handle; on success the shim stores a new heap
+        // `at::Tensor*` in `out`.
+        crate::shim::call(|err, len| unsafe { docpipe_q8_quantize(x.as_ptr().cast(), &mut out, err, len) })
+            .map_err(TchError::Torch)?;
+        // SAFETY: `out` is the handle the successful call just stored.
+        unsafe { crate::shim::take(out) }.map_err(TchError::Torch)
+    }
+
+    pub(super) fn matmul(
+        xq: &Tensor,
+        w: &Tensor,
+        kind: GgmlType,
+        k: i64,
+        y: &Tensor,
+        col: i64,
+        scalar: bool,
+    ) -> Result<(), TchError> {
+        let id = match kind {
+            GgmlType::Q4K => 12,
+            GgmlType::Q6K => 14,
+            other => return Err(TchError::Kind(format!("{} is not a k-quant format the kernel reads", other.name()))),
+        };
+        // SAFETY: live tensor handles; the shim checks shapes and types and writes only into
+        // `y`'s columns `col..col + rows of w`.
+        crate::shim::call(|err, len| unsafe {
+            docpipe_kquant_matmul(
+                xq.as_ptr().cast(),
+                w.as_ptr().cast(),
+                id,
+                k,
+                y.as_ptr() as *mut c_void,
+                col,
+                scalar as i32,
+                err,
+                len,
+            )
+        })
+        .map_err(TchError::Torch)
+    }
+}
+
+#[cfg(not(cpu_kernels))]
+mod ffi {
+    use tch::{TchError, Tensor};
+
+    use crate::gguf::GgmlType;
+
+    const MISSING: &str = "the CPU kernels are not built into this binary (LIBTORCH unset at build time)";
+
+    pub(super) fn quantize(_x: &Tensor) -> Result<Tensor, TchError> {
+        Err(TchError::Torch(MISSING.into()))
+    }
+
+    pub(super) fn matmul(
+        _: &Tensor,
+        _: &Tensor,
+        _: GgmlType,
+        _: i64,
+        _: &Tensor,
+        _: i64,
+        _: bool,
+    ) -> Result<(), TchError> {
+        Err(TchError::Torch(MISSING.into()))
+    }
+}
+
+#[cfg(all(test, cpu_kernels))]
+mod tests {
+    use tch::Kind;
+
+    use super::*;
+    use crate::gguf::dequantize_into;
+
+    /// Random-looking but valid blocks of `kind`: small positive f16 scales, any other bytes.
+    fn blocks(kind: GgmlType, n: usize, seed: u32) -> Vec<u8> {
+        let mut s = seed;
+        let mut next = || {
+            s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (s >> 24) as u8
+        };
+        let bytes = kind.block().1;
+        let mut out = Vec::with_capacity(n * bytes);
+        for _ in 0..n {
+            let mut b: Vec<u8> = (0..bytes).map(|_| next()).collect();
+            let d = half::f16::from_f32(0.001 + next() as f32 * 1e-5).to_le_bytes();
+            match kind {
+                GgmlType::Q4K => {
+                    b[0..2].copy_from_slice(&d);
+                    b[2..4].copy_from_slice(&half::f16::from_f32(0.0005 + next() as f32 * 1e-5).to_le_bytes());
+                }
+                _ => b[208..210].copy_from_slice(&d),
+            }
+            out.extend(b);
+        }
+        out
+    }
+
+    /// max |got − want| relative to max |want|.
+    fn rel_err(got: &Tensor, want: &Tensor) -> f64 {
+        let err = (got.to_kind(Kind::Float) - want).abs().max().double_value(&[]);
+        err / want.abs().max().double_value(&[]).max(1e-6)
+    }
+
+    #[test]
+    fn stacked_q4_k_and_q6_k_multiply_like_their_dequantized_matrices() {
+        let (rows_a, rows_b, cols) = (40, 24, 768);
+        let a = blocks(GgmlType::Q4K, rows_a * cols / BLOCK, 1);
+        let b = blocks(GgmlType::Q6K, rows_b * cols / BLOCK, 2);
+        let lin = KQuantLinear::new(&[(GgmlType::Q4K, &a, rows_a), (GgmlType::Q6K, &b, rows_b)], cols).unwrap();
+        let mut w = vec![0f32; (rows_a + rows_b) * cols];
+        dequantize_into(GgmlType::Q4K, &a, &mut w[..rows_a * cols]);
+        dequantize_into(GgmlType::Q6K, &b, &mut w[rows_a * cols..]);
+        let w = Tensor::from_slice(&w).view([(rows_a + rows_b) as i64, cols as i64]);
+        // 1 row (a decode step), 37 (crosses an activation tile of 32), and a 3-D input
+        for shape in [vec![1i64, cols as i64], vec![37, cols as i64], vec![2, 3, cols as i64]] {
+            let x = Tensor::randn(shape.as_slice(), (Kind::Float, Device::Cpu));
+            let want = x.linear(&w, None::<Tensor>);
+            let fast = lin.forward(&x).unwrap();
+            let scalar = lin.forward_with(&x, true).unwrap();
+            assert_eq!(fast.size(), want.size());
+            // 8-bit activations: the error llama.cpp's Q8_K dot products have
+            assert!(rel_err(&fast, &want) < 2e-2, "vector path: {}", rel_err(&fast, &want));
+            assert!(rel_err(&scalar, &want) < 2e-2, "scalar path: {}", rel_err(&scalar, &want));
+            // the two paths do the same integer arithmetic; only fp32 summation order differs
+            assert!(rel_err(&fast, &scalar) < 1e-5, "vector vs scalar: {}", rel_err(&fast, &scalar));
+            let x16 = x.to_kind(Kind::BFloat16);
+            let got16 = lin.forward(&x16).unwrap();
+            assert_eq!(got16.kind(), Kind::BFloat16);
+            let want16 = x16.to_kind(Kind::Float).linear(&w, None::<Tensor>);
+            assert!(rel_err(&got16, &want16) < 3e-2, "bf16: {}", rel_err(&got16, &want16));
+        }
+        assert_eq!(lin.bytes(), a.len() + b.len());
+    }
+
+    #[test]
+    fn bad_shapes_are_refused_with_a_reason() {
+        let a = blocks(GgmlType::Q4K, 2, 3);
+        assert!(KQuantLinear::new(&[(GgmlType::Q4K, &a, 2)], 200).is_err());
+        assert!(KQuantLinear::new(&[(GgmlType::Q4K, &a, 3)], 256).is_err());
+        assert!(KQuantLinear::new(&[(GgmlType::Q8_0, &a, 1)], 256).is_err());
+        let lin = KQuantLinear::new(&[(GgmlType::Q4K, &a, 2)], 256).unwrap();
+        let err = lin.forward(&Tensor::zeros([1, 512], (Kind::Float, Device::Cpu))).unwrap_err();
+        assert!(err.to_string().contains("256 columns"), "{err}");
+    }
+}
