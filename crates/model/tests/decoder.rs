@@ -70,8 +70,7 @@ fn open() -> Gguf {
 }
 
 /// The engine on the small model in fp32; `weights` as the decoder holds them (the greedy parity
-/// test runs the default, Q4_K matrices in 4 bits; the scheduling tests the dense path, whose
-/// large prompt chunks run faster).
+/// test runs both quantized ways, gguf and q4; the scheduling tests the dense path).
 fn engine_with(cfg: EngineConfig, weights: Weights) -> (Engine, ChatTokenizer) {
     let g = open();
     let tok = ChatTokenizer::from_gguf(&g).expect("tokenizer");
