@@ -19,6 +19,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <c10/util/Half.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -29,7 +30,6 @@
 #include <new>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
 #include "cpu_common.h"
 
@@ -47,28 +47,10 @@ struct Q8Row {
   static int64_t bytes(int64_t k) { return k + 4 * (k / QK) + 2 * (k / 16); }
 };
 
-inline float f16_to_float(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-  if (exp == 0) {
-    if (man == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      int e = -1;
-      do {
-        e++;
-        man <<= 1;
-      } while ((man & 0x400) == 0);
-      bits = sign | uint32_t(127 - 15 - e) << 23 | (man & 0x3ff) << 13;
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | man << 13;
-  } else {
-    bits = sign | (exp + 127 - 15) << 23 | man << 13;
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
+inline float f16_to_float(const uint8_t *p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return float(c10::Half(h, c10::Half::from_bits()));
 }
 
 template <class P>
@@ -104,25 +86,30 @@ struct Block {
   float d, dmin;
 };
 
+// Q4_K's 12 bytes of 6-bit scales and mins (at b + 4) as eight scales then eight mins, one per
+// byte, rearranged with 32-bit masks as llama.cpp does.
+inline void q4_k_scales_mins(const uint8_t *b, uint8_t out[16]) {
+  uint32_t u[4];
+  std::memcpy(u, b + 4, 12);
+  const uint32_t m1 = 0x3f3f3f3f, m2 = 0x0f0f0f0f, m3 = 0x03030303;
+  u[3] = ((u[2] >> 4) & m2) | (((u[1] >> 6) & m3) << 4);
+  const uint32_t mins_lo = u[1] & m1;
+  u[1] = (u[2] & m2) | (((u[0] >> 6) & m3) << 4);
+  u[2] = mins_lo;
+  u[0] &= m1;
+  std::memcpy(out, u, 16);
+}
+
 inline void unpack_q4_k(const uint8_t *b, Block &o) {
-  uint16_t h;
-  std::memcpy(&h, b, 2);
-  o.d = f16_to_float(h);
-  std::memcpy(&h, b + 2, 2);
-  o.dmin = f16_to_float(h);
-  const uint8_t *s = b + 4, *qs = b + 16;
-  for (int j = 0; j < 8; j++) {
-    int sc, m;
-    if (j < 4) {
-      sc = s[j] & 63;
-      m = s[j + 4] & 63;
-    } else {
-      sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
-      m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-    o.sc[2 * j] = o.sc[2 * j + 1] = int16_t(sc);
-    o.m[2 * j] = o.m[2 * j + 1] = int16_t(m);
+  o.d = f16_to_float(b);
+  o.dmin = f16_to_float(b + 2);
+  uint8_t sm[16];
+  q4_k_scales_mins(b, sm);
+  for (int k = 0; k < 16; k++) {
+    o.sc[k] = sm[k / 2];
+    o.m[k] = sm[8 + k / 2];
   }
+  const uint8_t *qs = b + 16;
   for (int g = 0; g < 4; g++)
     for (int l = 0; l < 32; l++) {
       o.q[64 * g + l] = qs[32 * g + l] & 0x0f;
@@ -133,9 +120,7 @@ inline void unpack_q4_k(const uint8_t *b, Block &o) {
 inline void unpack_q6_k(const uint8_t *b, Block &o) {
   const uint8_t *ql = b, *qh = b + 128;
   const int8_t *sc = reinterpret_cast<const int8_t *>(b + 192);
-  uint16_t h;
-  std::memcpy(&h, b + 208, 2);
-  o.d = o.dmin = f16_to_float(h);
+  o.d = o.dmin = f16_to_float(b + 208);
   for (int k = 0; k < 16; k++) {
     o.sc[k] = sc[k];
     o.m[k] = int16_t(32 * sc[k]);
@@ -169,8 +154,13 @@ struct Problem {
   const uint8_t *w;  // weight rows in GGUF blocks
   int type;
   int64_t n;
-  float *y;  // [rows, ldy] fp32 scratch (the caller converts)
+  float *y;      // [rows, ldy] results in fp32,
+  uint16_t *y16;  // or in bf16 (one of the two is set)
   int64_t ldy;
+  void store(int64_t m, int64_t n, float v) const {
+    if (y16) y16[m * ldy + n] = float_to_bf16(v);
+    else y[m * ldy + n] = v;
+  }
   int64_t row_bytes() const { return (k / QK) * (type == Q4_K ? Q4_K_BYTES : Q6_K_BYTES); }
   int64_t xq_bytes() const { return Q8Row::bytes(k); }
 };
@@ -208,7 +198,7 @@ void rows_scalar(const Problem &pb, int64_t n0, int64_t n1) {
       const int16_t *ps = reinterpret_cast<const int16_t *>(x + pb.k + 4 * nb);
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; b++) acc += block_dot_scalar(blocks[b], p + b * QK, dx[b], ps + 16 * b);
-      pb.y[m * pb.ldy + n] = acc;
+      pb.store(m, n, acc);
     }
   }
 }
@@ -249,20 +239,12 @@ VNNI inline float f16c(const uint8_t *p) {
   return _cvtsh_ss(h);
 }
 
-// Q4_K: the 12 bytes of 6-bit scales and mins rearranged with 32-bit masks (eight scales,
-// then eight mins, one per byte), as llama.cpp does.
 VNNI inline void vunpack_q4_k(const uint8_t *b, VBlock &o) {
   o.d = f16c(b);
   o.dmin = f16c(b + 2);
-  uint32_t u[4];
-  std::memcpy(u, b + 4, 12);
-  const uint32_t m1 = 0x3f3f3f3f, m2 = 0x0f0f0f0f, m3 = 0x03030303;
-  u[3] = ((u[2] >> 4) & m2) | (((u[1] >> 6) & m3) << 4);
-  const uint32_t mins_lo = u[1] & m1;
-  u[1] = (u[2] & m2) | (((u[0] >> 6) & m3) << 4);
-  u[2] = mins_lo;
-  u[0] &= m1;
-  const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i *>(u));  // sc[0..8], m[0..8]
+  alignas(16) uint8_t u[16];
+  q4_k_scales_mins(b, u);
+  const __m128i sm = _mm_load_si128(reinterpret_cast<const __m128i *>(u));  // sc[0..8], m[0..8]
   const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
   for (int v = 0; v < 4; v++)
     o.sc[v] = _mm512_permutexvar_epi16(_mm512_load_si512(SCALE_INDEX.by32[v]), sc);
@@ -345,7 +327,7 @@ constexpr auto PREFETCH_HINT = _MM_HINT_T0;
 // at once by the M rows, so the weights pass through the cores once, with nothing stored. The
 // row's stream is prefetched PREFETCH_BLOCKS ahead (past a row's end: the next row): the
 // hardware prefetcher alone keeps too few reads in flight to fill the memory bandwidth
-// (batch-1 decoding of the 1.5B model: 8.0 → 12.5 tokens/s on a 2-core Xeon). Reading two
+// (batch-1 decoding of the 1.5B model: 8.0 → 12.0–12.7 tokens/s on a 2-core Xeon). Reading two
 // rows side by side, as two streams, was slower (10.7).
 template <int M>
 VNNI void rows_fused(const Problem &pb, int64_t n0, int64_t n1) {
@@ -363,7 +345,7 @@ VNNI void rows_fused(const Problem &pb, int64_t n0, int64_t n1) {
       vunpack(pb.type, wr + b * wbytes, w);
       for (int m = 0; m < M; m++) vdot(w, x[m], pb.k, nb, b, acc[m]);
     }
-    for (int m = 0; m < M; m++) pb.y[m * pb.ldy + n] = vresult(acc[m]);
+    for (int m = 0; m < M; m++) pb.store(m, n, vresult(acc[m]));
   }
 }
 
@@ -382,7 +364,7 @@ VNNI void tile_rows(const Problem &pb, const VBlock *tile, int64_t tn, int64_t t
       const VBlock w = tile[r * nb + b];
       for (int m = 0; m < MR; m++) vdot(w, x[m], pb.k, nb, b, acc[m]);
     }
-    for (int m = 0; m < MR; m++) pb.y[(m0 + m) * pb.ldy + t0 + r] = vresult(acc[m]);
+    for (int m = 0; m < MR; m++) pb.store(m0 + m, t0 + r, vresult(acc[m]));
   }
 }
 
@@ -433,7 +415,8 @@ void run(const Problem &pb, bool vector) {
     Problem sub = pb;
     sub.xq = pb.xq + m0 * pb.xq_bytes();
     sub.rows = std::min(TILE_M, pb.rows - m0);
-    sub.y = pb.y + m0 * pb.ldy;
+    if (pb.y) sub.y = pb.y + m0 * pb.ldy;
+    else sub.y16 = pb.y16 + m0 * pb.ldy;
     at::parallel_for(0, pb.n, GRAIN_N, [&](int64_t b, int64_t e) {
       if (vector) rows_vnni(sub, b, e);
       else rows_scalar(sub, b, e);
@@ -495,20 +478,10 @@ extern "C" int docpipe_kquant_matmul(const at::Tensor *xq_, const at::Tensor *w_
       throw std::invalid_argument("kquant_matmul: y is not [rows, >= col + n]");
     const bool bf16 = y.scalar_type() == at::kBFloat16;
     if (!bf16 && y.scalar_type() != at::kFloat) throw std::invalid_argument("kquant_matmul: y must be fp32 or bf16");
-    // fp32 results land in y directly; bf16 ones go through an fp32 scratch
-    at::Tensor scratch = bf16 ? at::empty({rows, n}, y.options().dtype(at::kFloat)) : at::Tensor();
     Problem pb{xq.data_ptr<uint8_t>(), rows, k, w.data_ptr<uint8_t>(), type, n,
-               bf16 ? scratch.data_ptr<float>() : y.data_ptr<float>() + col, bf16 ? n : y.size(1)};
+               bf16 ? nullptr : y.data_ptr<float>() + col,
+               bf16 ? reinterpret_cast<uint16_t *>(y.data_ptr<at::BFloat16>()) + col : nullptr, y.size(1)};
     run(pb, scalar == 0 && has_vnni());
-    if (bf16) {
-      const float *s = scratch.data_ptr<float>();
-      uint16_t *o = reinterpret_cast<uint16_t *>(y.data_ptr<at::BFloat16>());
-      const int64_t ld = y.size(1);
-      at::parallel_for(0, rows, 16, [&](int64_t b, int64_t e) {
-        for (int64_t r = b; r < e; r++)
-          for (int64_t c = 0; c < n; c++) o[r * ld + col + c] = float_to_bf16(s[r * n + c]);
-      });
-    }
     return 0;
   } catch (const std::exception &e) {
     return fail(e, err, err_len);

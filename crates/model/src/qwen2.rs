@@ -141,42 +141,38 @@ impl Loader<'_> {
         self.take_as(name, shape, self.kind)
     }
 
-    /// The matrices `names` (each `[rows, cols]`) stacked along their output dimension: in 4
-    /// bits when asked and all of them are `Q4_K`, else dense.
+    /// The matrices `names` (each `[rows, cols]`) stacked along their output dimension: kept
+    /// quantized as [`Weights`] asks when every part is in a format that way reads, else dense.
     fn linear(&self, names: &[(&str, usize)], cols: usize) -> Result<Linear, Qwen2Error> {
         let infos = names
             .iter()
             .map(|(n, _)| self.g.tensor(n).ok_or_else(|| Qwen2Error::Missing(n.to_string())))
             .collect::<Result<Vec<_>, _>>()?;
-        if self.weights == Weights::Q4 && self.device == Device::Cpu && infos.iter().all(|t| t.kind == GgmlType::Q4K) {
-            let mut raw = Vec::with_capacity(names.len());
-            for ((name, rows), info) in names.iter().zip(&infos) {
-                let want = vec![*rows as i64, cols as i64];
-                if info.shape() != want {
-                    return Err(Qwen2Error::Shape { name: name.to_string(), got: info.shape(), want });
-                }
-                raw.push((self.g.read_raw(info)?, *rows));
+        let all = |f: fn(GgmlType) -> bool| self.device == Device::Cpu && infos.iter().all(|t| f(t.kind));
+        let quantized = match self.weights {
+            Weights::Q4 => all(|k| k == GgmlType::Q4K),
+            Weights::Gguf => all(kquant::supported),
+            Weights::Dense => false,
+        };
+        if !quantized {
+            let parts = names.iter().map(|(n, rows)| self.take(n, &[*rows, cols])).collect::<Result<Vec<_>, _>>()?;
+            return Ok(Linear::Dense(Tensor::f_cat(&parts, 0)?));
+        }
+        // the parts' blocks as stored
+        let mut raw = Vec::with_capacity(names.len());
+        for ((name, rows), info) in names.iter().zip(&infos) {
+            let want = vec![*rows as i64, cols as i64];
+            if info.shape() != want {
+                return Err(Qwen2Error::Shape { name: name.to_string(), got: info.shape(), want });
             }
-            let parts: Vec<(&[u8], usize)> = raw.iter().map(|(b, r)| (b.as_slice(), *r)).collect();
+            raw.push((info.kind, self.g.read_raw(info)?, *rows));
+        }
+        if self.weights == Weights::Q4 {
+            let parts: Vec<(&[u8], usize)> = raw.iter().map(|(_, b, r)| (b.as_slice(), *r)).collect();
             return Ok(Linear::Int4(Int4Linear::from_q4_k(&parts, cols, self.kind, self.device)?));
         }
-        if self.weights == Weights::Gguf
-            && self.device == Device::Cpu
-            && infos.iter().all(|t| kquant::supported(t.kind))
-        {
-            let mut raw = Vec::with_capacity(names.len());
-            for ((name, rows), info) in names.iter().zip(&infos) {
-                let want = vec![*rows as i64, cols as i64];
-                if info.shape() != want {
-                    return Err(Qwen2Error::Shape { name: name.to_string(), got: info.shape(), want });
-                }
-                raw.push((info.kind, self.g.read_raw(info)?, *rows));
-            }
-            let parts: Vec<_> = raw.iter().map(|(k, b, r)| (*k, b.as_slice(), *r)).collect();
-            return Ok(Linear::KQuant(KQuantLinear::new(&parts, cols)?));
-        }
-        let parts = names.iter().map(|(n, rows)| self.take(n, &[*rows, cols])).collect::<Result<Vec<_>, _>>()?;
-        Ok(Linear::Dense(Tensor::f_cat(&parts, 0)?))
+        let parts: Vec<_> = raw.iter().map(|(k, b, r)| (*k, b.as_slice(), *r)).collect();
+        Ok(Linear::KQuant(KQuantLinear::new(&parts, cols)?))
     }
 }
 
