@@ -325,7 +325,7 @@ pub async fn run(c: &Common, w: &WorkerArgs, ocr: &OcrArgs, o: &Options) -> Resu
     let Corpus { docs, queries, labels_sha, pdf_lines, failed, model_name, stats, .. } = corpus(c, w, ocr, o).await?;
     let t_learn = Instant::now();
     let refs: Vec<&Doc> = docs.iter().collect();
-    let scorers = learn::learn(&refs, &queries);
+    let (scorers, estimate) = learn::learn_with_estimate(&refs, &queries);
     let learn_seconds = t_learn.elapsed().as_secs_f64();
     let artifact = Artifact {
         format: artifact::FORMAT.into(),
@@ -370,6 +370,18 @@ pub async fn run(c: &Common, w: &WorkerArgs, ocr: &OcrArgs, o: &Options) -> Resu
         stats.0,
         stats.2
     )?;
+    if let Some(e) = estimate {
+        writeln!(
+            out,
+            "expected on new documents ({}-fold, out-of-fold scores of the training documents): recall@5 {:.2} \
+             ({} gold clauses), presence precision {:.2} recall {:.2}",
+            e.folds,
+            e.recall_at_5(),
+            e.clauses,
+            e.presence_precision(),
+            e.presence_recall()
+        )?;
+    }
     if !failed.is_empty() {
         writeln!(out, "left out (could not be read): {}", failed.join(", "))?;
     }

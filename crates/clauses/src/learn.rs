@@ -15,6 +15,7 @@ use ndarray::linalg::general_mat_mul;
 use ndarray::{Array2, Axis};
 use rayon::prelude::*;
 
+use crate::calibrate;
 use crate::gold::{has, Doc};
 use crate::scorer::{position, ranking, sigmoid, Scorer, Segment};
 use crate::stored::StoredCategory;
@@ -280,7 +281,8 @@ impl Fit {
         });
     }
 
-    /// Category `k`'s scorer; its presence threshold maximises F1 on the training documents.
+    /// Category `k`'s scorer; its presence threshold maximises F1 on the training documents
+    /// (replaced by [`learn`] where it has folds).
     fn scorer(&self, k: usize, cat: &StoredCategory, vocab: &Vocabulary, t: &Targets, docs: &[&Doc]) -> Scorer {
         let (dim, ncat) = (self.dim, self.ncat);
         if t.n_pos[k] == 0 {
@@ -311,8 +313,33 @@ impl Fit {
     }
 }
 
-/// Learn every category's scorer from `docs` (see the module docs).
+/// Learn every category's scorer from `docs` (see the module docs), each presence threshold
+/// from out-of-fold scores ([`crate::calibrate`]) where there are enough documents for folds.
 pub fn learn(docs: &[&Doc], cats: &[StoredCategory]) -> Vec<Scorer> {
+    learn_with_estimate(docs, cats).0
+}
+
+/// [`learn`], and what the out-of-fold scores say to expect of the scorers on documents they
+/// were not learned from (`None` with too few documents for folds).
+pub fn learn_with_estimate(docs: &[&Doc], cats: &[StoredCategory]) -> (Vec<Scorer>, Option<calibrate::Estimate>) {
+    let mut scorers = fit(docs, cats);
+    if docs.len() < calibrate::MIN_DOCUMENTS {
+        return (scorers, None);
+    }
+    let oof = calibrate::OutOfFold::new(docs, cats.len(), |train| fit(train, cats));
+    for (k, s) in scorers.iter_mut().enumerate() {
+        // a category without positives stays never present
+        if s.bias != Some(NEVER) {
+            s.threshold = oof.threshold(docs, k, &cats[k].name);
+        }
+    }
+    let estimate = oof.estimate(docs, cats, &scorers);
+    (scorers, Some(estimate))
+}
+
+/// Every category's scorer learned from `docs`, presence thresholds maximising F1 on `docs`
+/// themselves (what [`learn`] keeps for too few documents to fold).
+fn fit(docs: &[&Doc], cats: &[StoredCategory]) -> Vec<Scorer> {
     let Some(dim) = cats.first().map(|c| c.query.len()) else { return Vec::new() };
     let vocab = Vocabulary::new(docs);
     let design = Design::new(docs, &vocab, dim);

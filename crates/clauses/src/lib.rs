@@ -5,6 +5,7 @@
 //!   Rust mirror of the SQL `clause_score` that labels documents in Postgres;
 //! - [`gold`]: labelled contracts (`cuad_labels.tsv`), gold clauses located in the text;
 //! - [`learn`]: learning every category's scorer from labelled documents;
+//! - [`calibrate`]: presence thresholds and expected figures from out-of-fold scores;
 //! - [`eval`]: recall@1/@5 and presence precision/recall, as a table;
 //! - [`stored`]: categories and scorers in Postgres, labelled documents read back;
 //! - [`artifact`]: learned scorers as a versioned file, the shipped one built in;
@@ -15,6 +16,7 @@
 
 pub mod artifact;
 pub mod backfill;
+pub mod calibrate;
 pub mod eval;
 pub mod gold;
 pub mod learn;

@@ -1,0 +1,322 @@
+//! Presence thresholds, and what to expect of learned scorers on new documents, from
+//! out-of-fold scores of the training documents.
+//!
+//! A threshold set on the scores of the documents a scorer was learned from lands too low, for
+//! two reasons: the scorer has seen those documents (their clauses score higher than a new
+//! document's), and a training document may hold only a sample of its segments, so its best
+//! score is taken over a dozen segments rather than the hundred or more a document has at run
+//! time. So the training documents are split into folds, and each fold is scored by scorers
+//! learned on the others ([`OutOfFold`]). The best score of a *whole* document is then
+//! modelled: a document whose embedded segments score at most `m`, with `r` segments not
+//! embedded, has
+//!
+//! ```text
+//! P(best score < t) = [m < t] · F(t)^r
+//! ```
+//!
+//! where `F` is the distribution of the category's scores over the randomly drawn segments of
+//! all training documents, each counted for the segments it stands for (positives of the
+//! category left out). The threshold maximises the expected F-beta of presence against the
+//! documents' answers ([`BETA`]). A document holding all its segments has `r = 0`: the model is
+//! then the plain best score.
+
+use crate::gold::{has, Doc};
+use crate::scorer::Scorer;
+use crate::stored::StoredCategory;
+
+/// Folds of the training documents.
+pub const FOLDS: usize = 5;
+/// Fewer training documents than this: thresholds are set on the training scores themselves.
+pub const MIN_DOCUMENTS: usize = 10;
+/// Presence thresholds maximise F-beta at this beta: a false "present" costs as much as
+/// 1/beta² = 4 misses. Users filter contracts on presence ("every contract with a non-compete"),
+/// and a list padded with contracts that lack the clause costs more than one missing a few.
+pub const BETA: f64 = 0.5;
+/// Recall is counted at this rank.
+const TOP: f32 = 5.0;
+
+/// Per training document, per category, the score of each of its segments by scorers learned
+/// on the other folds (document `i` is in fold `i % FOLDS`).
+pub struct OutOfFold {
+    scores: Vec<Vec<Vec<f32>>>,
+}
+
+/// What the out-of-fold scores say to expect on documents the scorers were not learned from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    pub folds: usize,
+    /// Gold clauses with an embedded segment that matches them (what recall is estimated on),
+    /// and the expected number of them in the top 5 of their whole document.
+    pub clauses: usize,
+    pub found_at5: f64,
+    /// Expected presence counts over documents and categories at the learned thresholds.
+    pub tp: f64,
+    pub fp: f64,
+    pub fn_: f64,
+}
+
+impl Estimate {
+    pub fn recall_at_5(&self) -> f64 {
+        self.found_at5 / self.clauses.max(1) as f64
+    }
+    pub fn presence_precision(&self) -> f64 {
+        self.tp / (self.tp + self.fp).max(1e-9)
+    }
+    pub fn presence_recall(&self) -> f64 {
+        self.tp / (self.tp + self.fn_).max(1e-9)
+    }
+}
+
+/// How many segments a document does not hold (the weights of its drawn segments beyond
+/// themselves).
+fn unembedded(d: &Doc) -> f32 {
+    (0..d.segments.len()).map(|i| (d.weight(i) - 1.0).max(0.0)).sum()
+}
+
+/// The distribution of one category's scores over the drawn segments of all documents.
+struct Background {
+    /// (score, cumulative weight up to and including it), ascending.
+    cdf: Vec<(f32, f64)>,
+    total: f64,
+}
+
+impl Background {
+    fn new(docs: &[&Doc], scores: &[Vec<Vec<f32>>], k: usize, cat: &str) -> Self {
+        let mut pts: Vec<(f32, f64)> = Vec::new();
+        for (d, s) in docs.iter().zip(scores) {
+            let pos = d.positives.get(cat);
+            for (i, &sc) in s[k].iter().enumerate() {
+                let w = d.weight(i);
+                if w > 1.0 && !pos.is_some_and(|p| p.contains(&i)) {
+                    pts.push((sc, f64::from(w)));
+                }
+            }
+        }
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut acc = 0.0;
+        let cdf: Vec<(f32, f64)> = pts
+            .into_iter()
+            .map(|(s, w)| {
+                acc += w;
+                (s, acc)
+            })
+            .collect();
+        Background { cdf, total: acc }
+    }
+
+    /// The share of drawn segments scoring below `t`.
+    fn below(&self, t: f32) -> f64 {
+        if self.total <= 0.0 {
+            return 1.0;
+        }
+        let n = self.cdf.partition_point(|p| p.0 < t);
+        if n == 0 {
+            0.0
+        } else {
+            self.cdf[n - 1].1 / self.total
+        }
+    }
+}
+
+impl OutOfFold {
+    /// Score every document by scorers `learn` learns on the other folds.
+    pub fn new(docs: &[&Doc], ncat: usize, learn: impl Fn(&[&Doc]) -> Vec<Scorer>) -> Self {
+        let folds = FOLDS.min(docs.len()).max(2);
+        let mut scores: Vec<Vec<Vec<f32>>> = vec![Vec::new(); docs.len()];
+        for f in 0..folds {
+            let train: Vec<&Doc> = docs.iter().enumerate().filter(|(i, _)| i % folds != f).map(|(_, d)| *d).collect();
+            let scorers = learn(&train);
+            for (i, d) in docs.iter().enumerate().filter(|(i, _)| i % folds == f) {
+                scores[i] = (0..ncat)
+                    .map(|k| d.segments.iter().map(|seg| scorers.get(k).map_or(0.0, |s| s.score(seg))).collect())
+                    .collect();
+            }
+        }
+        OutOfFold { scores }
+    }
+
+    fn folds(&self) -> usize {
+        FOLDS.min(self.scores.len()).max(2)
+    }
+
+    /// Per document: the best out-of-fold score of its segments for category `k`, and how many
+    /// segments it does not hold.
+    fn best(&self, docs: &[&Doc], k: usize) -> Vec<(f32, f32)> {
+        docs.iter()
+            .zip(&self.scores)
+            .map(|(d, s)| (s[k].iter().copied().fold(f32::NEG_INFINITY, f32::max), unembedded(d)))
+            .collect()
+    }
+
+    /// Expected presence counts (tp, fp, fn) of category `k` at threshold `t`.
+    fn expected(docs: &[&Doc], cat: &str, best: &[(f32, f32)], bg: &Background, t: f32) -> (f64, f64, f64) {
+        let below = bg.below(t);
+        let (mut tp, mut fp, mut fn_) = (0.0, 0.0, 0.0);
+        for (d, &(m, r)) in docs.iter().zip(best) {
+            let absent = if m >= t { 0.0 } else { below.powf(f64::from(r)) };
+            if has(d, cat) {
+                tp += 1.0 - absent;
+                fn_ += absent;
+            } else {
+                fp += 1.0 - absent;
+            }
+        }
+        (tp, fp, fn_)
+    }
+
+    /// Category `k`'s presence threshold: the one maximising the expected F-beta over the
+    /// documents (see the module docs).
+    pub fn threshold(&self, docs: &[&Doc], k: usize, cat: &str) -> f32 {
+        let best = self.best(docs, k);
+        let bg = Background::new(docs, &self.scores, k, cat);
+        // candidates: every document's best score, and the upper tail of the drawn segments'
+        let mut candidates: Vec<f32> = best.iter().map(|b| b.0).filter(|s| s.is_finite()).collect();
+        let tail = bg.cdf.partition_point(|p| p.1 < 0.9 * bg.total);
+        candidates.extend(bg.cdf[tail..].iter().map(|p| p.0));
+        candidates.sort_by(|a, b| a.total_cmp(b));
+        candidates.dedup();
+        let b2 = BETA * BETA;
+        let mut choice = (f64::NEG_INFINITY, 0usize);
+        for (j, &t) in candidates.iter().enumerate() {
+            let (tp, fp, fn_) = Self::expected(docs, cat, &best, &bg, t);
+            let f = (1.0 + b2) * tp / ((1.0 + b2) * tp + b2 * fn_ + fp).max(1e-9);
+            if f > choice.0 {
+                choice = (f, j);
+            }
+        }
+        // halfway down to the next candidate: the same documents are above it, with a margin
+        match (choice.1.checked_sub(1).and_then(|j| candidates.get(j)), candidates.get(choice.1)) {
+            (Some(&lower), Some(&t)) => (lower + t) / 2.0,
+            (None, Some(&t)) => t,
+            _ => 1.0,
+        }
+    }
+
+    /// Expected recall@5 and presence counts of `scorers`' thresholds over the out-of-fold
+    /// scores. A gold clause's rank in its whole document is estimated by the segments scoring
+    /// above its best matching segment, each counted for the segments it stands for.
+    pub fn estimate(&self, docs: &[&Doc], cats: &[StoredCategory], scorers: &[Scorer]) -> Estimate {
+        let mut e = Estimate { folds: self.folds(), clauses: 0, found_at5: 0.0, tp: 0.0, fp: 0.0, fn_: 0.0 };
+        for (k, (cat, s)) in cats.iter().zip(scorers).enumerate() {
+            for (d, sc) in docs.iter().zip(&self.scores) {
+                let sc = &sc[k];
+                for m in d.gold.get(&cat.name).into_iter().flatten().filter(|m| !m.is_empty()) {
+                    let Some(g) = m.iter().filter_map(|&i| sc.get(i).copied()).reduce(f32::max) else { continue };
+                    let above: f32 = (0..sc.len()).filter(|i| !m.contains(i) && sc[*i] > g).map(|i| d.weight(i)).sum();
+                    e.clauses += 1;
+                    e.found_at5 += f64::from(u8::from(above < TOP));
+                }
+            }
+            let best = self.best(docs, k);
+            let bg = Background::new(docs, &self.scores, k, &cat.name);
+            let (tp, fp, fn_) = Self::expected(docs, &cat.name, &best, &bg, s.threshold);
+            e.tp += tp;
+            e.fp += fp;
+            e.fn_ += fn_;
+        }
+        e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use super::*;
+    use crate::scorer::Segment;
+
+    fn doc(scores: &[f32], weights: Vec<f32>, present: bool, positive: Option<usize>) -> Doc {
+        let segments = scores
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| Segment { index: i, chars: i..i + 1, embedding: vec![s], terms: vec![] })
+            .collect();
+        let positives = positive.map(|p| BTreeMap::from([("A".to_string(), BTreeSet::from([p]))])).unwrap_or_default();
+        let gold = positive.map(|p| BTreeMap::from([("A".to_string(), vec![vec![p]])])).unwrap_or_default();
+        let present = if present { BTreeSet::from(["A".to_string()]) } else { BTreeSet::new() };
+        Doc { segments, gold, positives, present, weights }
+    }
+
+    /// A scorer whose score is the segment's one embedding value.
+    fn identity() -> Scorer {
+        Scorer { weights: vec![1.0], position: [0.0; 2], terms: Default::default(), bias: None, threshold: 0.5 }
+    }
+
+    #[test]
+    fn whole_documents_get_the_plain_best_score_threshold() {
+        // present documents score 0.8, absent ones 0.3: any threshold in (0.3, 0.8] is perfect
+        let docs: Vec<Doc> = (0..10)
+            .map(|i| {
+                if i % 2 == 0 {
+                    doc(&[0.1, 0.8], vec![], true, Some(1))
+                } else {
+                    doc(&[0.1, 0.3], vec![], false, None)
+                }
+            })
+            .collect();
+        let refs: Vec<&Doc> = docs.iter().collect();
+        let oof = OutOfFold::new(&refs, 1, |_| vec![identity()]);
+        let t = oof.threshold(&refs, 0, "A");
+        assert!(t > 0.3 && t <= 0.8, "{t}");
+        let cats = vec![StoredCategory { name: "A".into(), query: vec![1.0] }];
+        let e = oof.estimate(&refs, &cats, &[Scorer { threshold: t, ..identity() }]);
+        assert_eq!((e.tp, e.fp, e.fn_), (5.0, 0.0, 0.0));
+        assert_eq!((e.clauses, e.found_at5), (5, 5.0));
+    }
+
+    #[test]
+    fn sampled_documents_raise_the_threshold_for_the_segments_they_do_not_hold() {
+        // absent documents: two drawn segments at 0.3 and 0.6 (each standing for 50), so a whole
+        // one has ~50 segments near 0.6; present documents: a positive at 0.7. With the sample
+        // alone any threshold in (0.6, 0.7] looks perfect, and it still is: the drawn segments
+        // of every document stay below 0.7. But at 0.65 an absent document has
+        // P(best < 0.65) = F(0.65)^98 where F counts the drawn segments below 0.65.
+        let absent = |hi: f32| doc(&[0.3, hi], vec![50.0, 50.0], false, None);
+        let present = || doc(&[0.7, 0.2, 0.2], vec![1.0, 40.0, 40.0], true, Some(0));
+        let mut docs: Vec<Doc> = (0..10).map(|_| present()).collect();
+        docs.extend((0..10).map(|i| absent(if i == 0 { 0.66 } else { 0.5 })));
+        let refs: Vec<&Doc> = docs.iter().collect();
+        let oof = OutOfFold::new(&refs, 1, |_| vec![identity()]);
+        let t = oof.threshold(&refs, 0, "A");
+        // one drawn segment of 60 (weights 50 + 50 + 40 + 40 ...) lies at 0.66: a whole document
+        // of ~100 segments very likely has one there, so the threshold must be above it
+        assert!(t > 0.66 && t <= 0.7, "{t}");
+        // the absent documents' expected false positives at 0.65 are many, at t few
+        let cats = vec![StoredCategory { name: "A".into(), query: vec![1.0] }];
+        let at = |th: f32| oof.estimate(&refs, &cats, &[Scorer { threshold: th, ..identity() }]);
+        assert!(at(0.65).fp > 5.0, "{:?}", at(0.65));
+        assert!(at(t).fp < 0.5, "{:?}", at(t));
+        assert_eq!(at(t).tp, 10.0);
+    }
+
+    #[test]
+    fn recall_is_estimated_from_what_the_segments_above_stand_for() {
+        // the positive (0.5) is beaten by one drawn segment (0.9) standing for 10: rank ~10
+        let d = doc(&[0.5, 0.9, 0.1], vec![1.0, 10.0, 10.0], true, Some(0));
+        let refs = vec![&d; 10];
+        let oof = OutOfFold::new(&refs, 1, |_| vec![identity()]);
+        let cats = vec![StoredCategory { name: "A".into(), query: vec![1.0] }];
+        let e = oof.estimate(&refs, &cats, &[identity()]);
+        assert_eq!((e.clauses, e.found_at5), (10, 0.0));
+        // standing for 3, it leaves the clause in the top 5
+        let d = doc(&[0.5, 0.9, 0.1], vec![1.0, 3.0, 10.0], true, Some(0));
+        let refs = vec![&d; 10];
+        let oof = OutOfFold::new(&refs, 1, |_| vec![identity()]);
+        assert_eq!(oof.estimate(&refs, &cats, &[identity()]).found_at5, 10.0);
+    }
+
+    #[test]
+    fn each_fold_is_scored_by_scorers_learned_without_it() {
+        let docs: Vec<Doc> = (0..10).map(|i| doc(&[i as f32], vec![], false, None)).collect();
+        let refs: Vec<&Doc> = docs.iter().collect();
+        // the "learner" records which documents it saw in its weight: their sum
+        let oof = OutOfFold::new(&refs, 1, |train| {
+            let seen: f32 = train.iter().map(|d| d.segments[0].embedding[0]).sum();
+            vec![Scorer { weights: vec![seen], ..identity() }]
+        });
+        for (i, s) in oof.scores.iter().enumerate() {
+            let seen: f32 = (0..10).filter(|j| j % FOLDS != i % FOLDS).map(|j| j as f32).sum();
+            assert_eq!(s[0][0], i as f32 * seen, "document {i}");
+        }
+    }
+}
