@@ -39,6 +39,8 @@ const TOP: f32 = 5.0;
 /// on the other folds (document `i` is in fold `i % FOLDS`).
 pub struct OutOfFold {
     scores: Vec<Vec<Vec<f32>>>,
+    /// Per category: whether every fold's learner had documents with positives of it.
+    covered: Vec<bool>,
 }
 
 /// What the out-of-fold scores say to expect on documents the scorers were not learned from.
@@ -120,11 +122,15 @@ impl Background {
 
 impl OutOfFold {
     /// Score every document by scorers `learn` learns on the other folds.
-    pub fn new(docs: &[&Doc], ncat: usize, learn: impl Fn(&[&Doc]) -> Vec<Scorer>) -> Self {
-        let folds = FOLDS.min(docs.len()).max(2);
+    pub fn new(docs: &[&Doc], cats: &[StoredCategory], learn: impl Fn(&[&Doc]) -> Vec<Scorer>) -> Self {
+        let (folds, ncat) = (FOLDS.min(docs.len()).max(2), cats.len());
         let mut scores: Vec<Vec<Vec<f32>>> = vec![Vec::new(); docs.len()];
+        let mut covered = vec![true; ncat];
         for f in 0..folds {
             let train: Vec<&Doc> = docs.iter().enumerate().filter(|(i, _)| i % folds != f).map(|(_, d)| *d).collect();
+            for (c, cat) in covered.iter_mut().zip(cats) {
+                *c &= train.iter().any(|d| d.positives.get(&cat.name).is_some_and(|p| !p.is_empty()));
+            }
             let scorers = learn(&train);
             for (i, d) in docs.iter().enumerate().filter(|(i, _)| i % folds == f) {
                 scores[i] = (0..ncat)
@@ -132,7 +138,14 @@ impl OutOfFold {
                     .collect();
             }
         }
-        OutOfFold { scores }
+        OutOfFold { scores, covered }
+    }
+
+    /// Whether category `k`'s out-of-fold scores can set its threshold: a fold whose learner
+    /// saw no positive of it scores its documents near zero, which would drag the threshold
+    /// down (small training sets, rare categories).
+    pub fn covers(&self, k: usize) -> bool {
+        self.covered.get(k).copied().unwrap_or(false)
     }
 
     fn folds(&self) -> usize {
@@ -237,6 +250,10 @@ mod tests {
         Doc { segments, gold, positives, present, weights }
     }
 
+    fn cats_a() -> Vec<StoredCategory> {
+        vec![StoredCategory { name: "A".into(), query: vec![1.0] }]
+    }
+
     /// A scorer whose score is the segment's one embedding value.
     fn identity() -> Scorer {
         Scorer { weights: vec![1.0], position: [0.0; 2], terms: Default::default(), bias: None, threshold: 0.5 }
@@ -255,7 +272,8 @@ mod tests {
             })
             .collect();
         let refs: Vec<&Doc> = docs.iter().collect();
-        let oof = OutOfFold::new(&refs, 1, |_| vec![identity()]);
+        let oof = OutOfFold::new(&refs, &cats_a(), |_| vec![identity()]);
+        assert!(oof.covers(0), "every fold's learner has present documents");
         let t = oof.threshold(&refs, 0, "A");
         assert!(t > 0.3 && t <= 0.8, "{t}");
         let cats = vec![StoredCategory { name: "A".into(), query: vec![1.0] }];
@@ -276,7 +294,7 @@ mod tests {
         let mut docs: Vec<Doc> = (0..10).map(|_| present()).collect();
         docs.extend((0..10).map(|i| absent(if i == 0 { 0.66 } else { 0.5 })));
         let refs: Vec<&Doc> = docs.iter().collect();
-        let oof = OutOfFold::new(&refs, 1, |_| vec![identity()]);
+        let oof = OutOfFold::new(&refs, &cats_a(), |_| vec![identity()]);
         let t = oof.threshold(&refs, 0, "A");
         // one drawn segment of 60 (weights 50 + 50 + 40 + 40 ...) lies at 0.66: a whole document
         // of ~100 segments very likely has one there, so the threshold must be above it
@@ -294,14 +312,14 @@ mod tests {
         // the positive (0.5) is beaten by one drawn segment (0.9) standing for 10: rank ~10
         let d = doc(&[0.5, 0.9, 0.1], vec![1.0, 10.0, 10.0], true, Some(0));
         let refs = vec![&d; 10];
-        let oof = OutOfFold::new(&refs, 1, |_| vec![identity()]);
+        let oof = OutOfFold::new(&refs, &cats_a(), |_| vec![identity()]);
         let cats = vec![StoredCategory { name: "A".into(), query: vec![1.0] }];
         let e = oof.estimate(&refs, &cats, &[identity()]);
         assert_eq!((e.clauses, e.found_at5), (10, 0.0));
         // standing for 3, it leaves the clause in the top 5
         let d = doc(&[0.5, 0.9, 0.1], vec![1.0, 3.0, 10.0], true, Some(0));
         let refs = vec![&d; 10];
-        let oof = OutOfFold::new(&refs, 1, |_| vec![identity()]);
+        let oof = OutOfFold::new(&refs, &cats_a(), |_| vec![identity()]);
         assert_eq!(oof.estimate(&refs, &cats, &[identity()]).found_at5, 10.0);
     }
 
@@ -309,8 +327,10 @@ mod tests {
     fn each_fold_is_scored_by_scorers_learned_without_it() {
         let docs: Vec<Doc> = (0..10).map(|i| doc(&[i as f32], vec![], false, None)).collect();
         let refs: Vec<&Doc> = docs.iter().collect();
+        // no document has positives of A: no fold covers it
+        assert!(!OutOfFold::new(&refs, &cats_a(), |_| vec![identity()]).covers(0));
         // the "learner" records which documents it saw in its weight: their sum
-        let oof = OutOfFold::new(&refs, 1, |train| {
+        let oof = OutOfFold::new(&refs, &cats_a(), |train| {
             let seen: f32 = train.iter().map(|d| d.segments[0].embedding[0]).sum();
             vec![Scorer { weights: vec![seen], ..identity() }]
         });

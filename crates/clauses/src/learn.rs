@@ -326,10 +326,11 @@ pub fn learn_with_estimate(docs: &[&Doc], cats: &[StoredCategory]) -> (Vec<Score
     if docs.len() < calibrate::MIN_DOCUMENTS {
         return (scorers, None);
     }
-    let oof = calibrate::OutOfFold::new(docs, cats.len(), |train| fit(train, cats));
+    let oof = calibrate::OutOfFold::new(docs, cats, |train| fit(train, cats));
     for (k, s) in scorers.iter_mut().enumerate() {
-        // a category without positives stays never present
-        if s.bias != Some(NEVER) {
+        // a category without positives stays never present; one that some fold's learner
+        // never saw keeps its threshold on the training documents
+        if s.bias != Some(NEVER) && oof.covers(k) {
             s.threshold = oof.threshold(docs, k, &cats[k].name);
         }
     }
