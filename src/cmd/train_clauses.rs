@@ -373,11 +373,9 @@ pub async fn run(c: &Common, w: &WorkerArgs, ocr: &OcrArgs, o: &Options) -> Resu
     if let Some(e) = estimate {
         writeln!(
             out,
-            "expected on new documents ({}-fold, out-of-fold scores of the training documents): recall@5 {:.2} \
-             ({} gold clauses), presence precision {:.2} recall {:.2}",
+            "expected presence on new documents ({}-fold, out-of-fold scores of the training documents): \
+             precision {:.2} recall {:.2}",
             e.folds,
-            e.recall_at_5(),
-            e.clauses,
             e.presence_precision(),
             e.presence_recall()
         )?;
