@@ -12,7 +12,7 @@ export DOCPIPE_MODEL ?= $(DOCPIPE_HOME)/embeddinggemma-300m
 SERVICES_ENV := $(DOCPIPE_HOME)/run/env.sh
 CARGO ?= cargo
 
-.PHONY: decoder decoder-small demo test bench bench-decode bench-ocr eval eval-fields eval-ocr train-clauses learning-curve fault-test provision libtorch model ocr services services-down build
+.PHONY: decoder decoder-small demo test bench bench-pipeline bench-decode bench-ocr eval eval-fields eval-ocr train-clauses learning-curve fault-test provision libtorch model ocr services services-down build
 
 provision: libtorch model ocr decoder-small services
 
@@ -97,6 +97,13 @@ bench: libtorch model
 	$(CARGO) build --bin docpipe
 	$(CARGO) build -p docpipe-model --example forward_bench
 	scripts/bench.sh
+
+# The whole pipeline on BENCH_DOCS contracts (0: all of BENCH_CORPUS, the 30 labelled ones) with
+# a per-stage breakdown, against the forward pass on their chunks in the same run. Last lines:
+# `pipeline_vs_forward X.XX`, `latency_10_pages_s X.X`.
+bench-pipeline: provision build
+	$(CARGO) build -p docpipe-model --example forward_bench
+	source $(SERVICES_ENV) && scripts/bench-pipeline.sh
 
 # Decode engine vs llama.cpp (llama-cpp-python) on the same GGUF, prompts and threads, one run
 # (installs and compiles the reference once). Last lines: decode_speedup_vs_llamacpp_*.

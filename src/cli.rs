@@ -246,6 +246,10 @@ pub enum Cmd {
         /// Give up waiting for the run after this many seconds.
         #[arg(long, env = "DOCPIPE_RUN_TIMEOUT_S", default_value_t = defaults::RUN_TIMEOUT_S)]
         run_timeout_s: u64,
+        /// At the end, print where the time went: each pipeline stage's count and seconds in
+        /// this process, and the run's document tokens per second (`make bench-pipeline`).
+        #[arg(long)]
+        timings: bool,
         /// Also extract the contract fields (a fields worker with the decoder in this
         /// process); the run ends when every document's fields are done or failed too.
         #[arg(long, env = "DOCPIPE_FIELDS")]

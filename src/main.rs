@@ -137,9 +137,10 @@ async fn dispatch(cli: Cli) -> Result<()> {
         Cmd::RetryFailed { run, ingest } => cmd::ingest::retry_failed(c, run, &ingest).await,
         Cmd::Worker { worker } => cmd::worker::run(c, &worker).await,
         Cmd::Aggregate { prefetch, fields, labels } => cmd::aggregate::run(c, prefetch, fields, &labels).await,
-        Cmd::Run { source, ingest, worker, labels, run_timeout_s, fields, fields_group, decoder } => {
+        Cmd::Run { source, ingest, worker, labels, run_timeout_s, timings, fields, fields_group, decoder } => {
             let fields = fields.then_some((decoder, fields_group));
-            cmd::run::run(c, &source, &ingest, &worker, &labels, Duration::from_secs(run_timeout_s), fields).await
+            let timeout = Duration::from_secs(run_timeout_s);
+            cmd::run::run(c, &source, &ingest, &worker, &labels, timeout, timings, fields).await
         }
         Cmd::FieldsWorker { group, decoder } => cmd::fields::worker(c, &decoder, group).await,
         Cmd::Search { query, top, bucket, category, worker } => {

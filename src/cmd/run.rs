@@ -28,12 +28,14 @@ pub async fn run(
     worker_args: &WorkerArgs,
     labels: &LabelArgs,
     timeout: Duration,
+    timings: bool,
     fields: Option<(DecoderArgs, usize)>,
 ) -> Result<()> {
     let started = Instant::now();
     let pool = setup::db(c).await?;
     let (conn, topology) = setup::amqp(c, "docpipe-run").await?;
     let model = setup::load_model(c, worker_args)?;
+    let model_label = model.label();
     let worker_cfg = setup::worker_config(worker_args, &model)?;
     setup::ensure_labels(&pool, labels, Some(&model), || setup::load_model(c, worker_args)).await?;
     let ingestor = setup::ingestor(c, ingest, pool.clone(), "docpipe-run", topology).await?;
@@ -93,7 +95,48 @@ pub async fn run(
         summary.chunks,
         started.elapsed().as_secs_f64()
     );
-    status::print(&pool, run_id).await
+    status::print(&pool, run_id).await?;
+    if timings {
+        print_timings(&pool, run_id, &model_label).await?;
+    }
+    Ok(())
+}
+
+/// Where the time of this process went, stage by stage (`docpipe_ops::metrics::STAGES`), and
+/// the run's throughput in document tokens (overlap not counted twice) from the first
+/// document's ingest to the last one done. Stages overlap in time: ingest, the model thread,
+/// the publisher and the aggregator run concurrently.
+async fn print_timings(pool: &PgPool, run_id: Uuid, model: &str) -> Result<()> {
+    let m = docpipe_ops::metrics::get();
+    println!("\nwhere the time went (this process; stages overlap), model {model}:");
+    println!("{:<16} {:>7} {:>10} {:>9}  what one covers", "stage", "count", "seconds", "mean_s");
+    for (stage, what) in docpipe_ops::metrics::STAGES {
+        if let Some((n, secs)) = m.stage_total(stage) {
+            println!("{stage:<16} {n:>7} {secs:>10.1} {:>9.3}  {what}", secs / n.max(1) as f64);
+        }
+    }
+    if let Some((n, secs)) = m.stage_total("queue_wait") {
+        let mean = secs / n.max(1) as f64;
+        println!("queue wait: {n} chunks, mean {mean:.1} s from ingest publishing a chunk to its forward pass");
+    }
+    let (docs, tokens, chunk_tokens, secs): (i64, Option<i64>, Option<i64>, Option<f64>) = sqlx::query_as(
+        "SELECT count(*), sum(d.token_count)::bigint,
+                (SELECT sum(c.token_end - c.token_start)::bigint FROM chunks c JOIN documents e ON e.id = c.document_id
+                  WHERE e.run_id = $1 AND e.status = 'done'),
+                extract(epoch FROM max(d.done_at) - min(d.ingest_started_at))::float8
+           FROM documents d WHERE d.run_id = $1 AND d.status = 'done'",
+    )
+    .bind(run_id)
+    .fetch_one(pool)
+    .await
+    .with_context(|| format!("reading the timings of run {run_id}"))?;
+    let (tokens, chunk_tokens, secs) = (tokens.unwrap_or(0), chunk_tokens.unwrap_or(0), secs.unwrap_or(0.0));
+    println!(
+        "pipeline: {docs} documents done, {tokens} document tokens ({chunk_tokens} in chunks) in {secs:.1} s \
+         from first ingest to last done: {:.1} document tokens/s",
+        tokens as f64 / secs.max(1e-9)
+    );
+    Ok(())
 }
 
 /// Poll until every document of the run is done or failed. A database restart is waited out

@@ -23,6 +23,8 @@ pub struct Run {
     pub scrapes: Vec<String>,
     /// Whether `/readyz` ever answered 200.
     pub ready: bool,
+    /// What the first run printed (with `--timings`).
+    pub stdout: String,
     pub pool: PgPool,
     /// The bucket's documents, by key ([`Run::load_documents`]).
     pub docs: Vec<Doc>,
@@ -75,6 +77,7 @@ pub async fn start() -> Run {
         "64",
         "--run-timeout-s",
         "900",
+        "--timings",
         "--fields",
         "--decoder",
         decoder.as_str(),
@@ -86,7 +89,8 @@ pub async fn start() -> Run {
     assert!(out.status.success(), "docpipe run failed");
 
     let pool = PgPool::connect(&db_url).await.unwrap();
-    Run { bucket, prefix, dir, run_args, scrapes, ready, pool, docs: Vec::new() }
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    Run { bucket, prefix, dir, run_args, scrapes, ready, stdout, pool, docs: Vec::new() }
 }
 
 /// The 0.5B decoder `make provision` fetches into `$DOCPIPE_HOME`.

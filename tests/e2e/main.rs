@@ -35,6 +35,7 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
     bad_files::bad_files_fail_with_reasons(&run).await;
     tiling::done_documents_tile_their_tokens(&run).await;
     stage_stats::chunks_and_documents_record_their_timings(&run).await;
+    stage_stats::run_prints_where_the_time_went(&run).await;
     poison::poison_message_is_parked(&run).await;
     round_trip::chunk_offsets_round_trip_the_text(&run).await;
     segments::segments_are_embedded_in_context_and_alone(&run).await;

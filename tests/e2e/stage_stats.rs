@@ -23,3 +23,26 @@ pub async fn chunks_and_documents_record_their_timings(run: &Run) {
     .unwrap();
     assert_eq!(timed, 2, "stage timestamps of the done documents");
 }
+
+/// `docpipe run --timings` says where the time went: every stage the run went through, with
+/// its count and seconds, and the run's document tokens per second over its done documents.
+pub async fn run_prints_where_the_time_went(run: &Run) {
+    let out = &run.stdout;
+    for stage in
+        ["fetch", "extract", "tokenize", "publish", "chunk_forward", "standalone_pass", "results_publish", "store"]
+    {
+        let line = out.lines().find(|l| l.split_whitespace().next() == Some(stage));
+        let fields: Vec<&str> = line.map(|l| l.split_whitespace().collect()).unwrap_or_default();
+        let count: u64 = fields.get(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let secs: f64 = fields.get(2).and_then(|c| c.parse().ok()).unwrap_or(-1.0);
+        assert!(count > 0 && secs >= 0.0, "stage {stage} timed in:\n{out}");
+    }
+    let (tokens,): (i64,) =
+        sqlx::query_as("SELECT sum(token_count)::bigint FROM documents WHERE bucket = $1 AND status = 'done'")
+            .bind(&run.bucket)
+            .fetch_one(&run.pool)
+            .await
+            .unwrap();
+    let want = format!("pipeline: 2 documents done, {tokens} document tokens (");
+    assert!(out.contains(&want), "want `{want}` in:\n{out}");
+}

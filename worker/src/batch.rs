@@ -114,7 +114,7 @@ fn forward<B: Backend>(model: &B, inputs: &[&Input]) -> Result<Vec<Embedded>, B:
             let published = input.task.published_ms;
             let queue_wait_ms = if published > 0 { started_ms.saturating_sub(published) as f64 } else { 0.0 };
             if published > 0 {
-                metrics::get().queue_wait_seconds.observe(queue_wait_ms / 1e3);
+                metrics::get().queue_wait(queue_wait_ms / 1e3);
             }
             Embedded { embedding, segments, batch: BatchStats { queue_wait_ms, ..pass.clone() } }
         })

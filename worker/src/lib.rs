@@ -24,7 +24,7 @@ pub mod assemble;
 pub mod batch;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use docpipe_batching::Backend;
 use docpipe_bus::{self as bus, AmqpError, Inbox, Publisher, Topology};
@@ -159,21 +159,31 @@ fn spawn_model_thread<B: Backend + Send + 'static>(
     std::thread::Builder::new()
         .name("docpipe-model".into())
         .spawn(move || {
+            let m = metrics::get();
+            let mut waiting = Instant::now();
             while let Some(mut jobs) = batches.blocking_recv() {
+                m.stage("worker_idle", waiting.elapsed().as_secs_f64());
                 // a panic inside libtorch poisons the lock: stop, the caller reports it
                 let Ok(model) = model.lock() else { break };
                 jobs.sort_by_key(|j| j.task.input_ids.len());
                 let tasks: Vec<&ChunkTask> = jobs.iter().map(|j| &j.task).collect();
+                let t = Instant::now();
                 let mut embedded = embed_chunks(&*model, &tasks, budget);
+                m.stage("chunk_forward", t.elapsed().as_secs_f64());
                 debug_assert_eq!(embedded.len(), tasks.len(), "one outcome per chunk");
                 if standalone {
+                    let t = Instant::now();
                     embed_standalone(&*model, &tasks, &mut embedded, budget);
+                    m.stage("standalone_pass", t.elapsed().as_secs_f64());
                 }
                 record_memory_peak(model.memory_in_use());
                 drop(model);
+                let t = Instant::now();
                 if done.blocking_send(jobs.into_iter().zip(embedded).collect()).is_err() {
                     break;
                 }
+                m.stage("worker_blocked", t.elapsed().as_secs_f64());
+                waiting = Instant::now();
             }
         })
         .map_err(|e| {
@@ -235,10 +245,12 @@ async fn publish_results(
             });
             acks.push(job.delivery);
         }
+        let t = Instant::now();
         publisher.publish_all(&queue, &results).await?;
         for delivery in &acks {
             bus::ack(delivery).await?;
         }
+        metrics.stage("results_publish", t.elapsed().as_secs_f64());
     }
     Ok(())
 }

@@ -28,6 +28,8 @@ pub struct Broker {
 const DEPTH_SAMPLING: Duration = Duration::from_secs(15);
 /// A role that ran this long before losing the broker starts its backoff over.
 const HEALTHY_RUN: Duration = Duration::from_secs(60);
+/// How often the connection's state is checked for `/readyz` while a role runs.
+const LIVENESS_POLL: Duration = Duration::from_millis(250);
 
 /// Connect as `name` (RabbitMQ is not ready on `/readyz` meanwhile) and declare the topology.
 pub async fn connect_and_declare(broker: &Broker, name: &str) -> Result<(Connection, Topology), AmqpError> {
@@ -65,8 +67,10 @@ where
                     let (conn, topology) = (conn.clone(), topology.clone());
                     tokio::spawn(async move { sample_queue_depths(&conn, &topology, DEPTH_SAMPLING).await })
                 };
+                let watchdog = tokio::spawn(mark_unready_when_lost(conn.clone()));
                 let outcome = role(conn.clone(), topology, stop.clone()).await;
                 sampler.abort();
+                watchdog.abort();
                 match outcome {
                     Ok(()) => return,
                     Err(e) => {
@@ -85,6 +89,19 @@ where
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = stop.changed() => return,
+        }
+    }
+}
+
+/// `/readyz` turns 503 as soon as the connection is lost, not only when the role notices: a
+/// worker in the middle of a long forward pass reads its queue again only afterwards.
+async fn mark_unready_when_lost(conn: Arc<Connection>) {
+    loop {
+        tokio::time::sleep(LIVENESS_POLL).await;
+        if !conn.status().connected() {
+            let how = if conn.status().errored() { "failed" } else { "closed" };
+            metrics::get().set_ready("rabbitmq", Err(format!("connection {how}; reconnecting")));
+            return;
         }
     }
 }

@@ -38,7 +38,7 @@ pub struct Metrics {
     pub batch_tokens: Histogram,
     pub padding_ratio: Histogram,
     /// Per chunk: from ingest publishing it to its forward pass starting.
-    pub queue_wait_seconds: Histogram,
+    queue_wait_seconds: Histogram,
     pub tokens: Counter,
     pub padded_tokens: Counter,
     pub tokens_per_second: Gauge<f64, AtomicU64>,
@@ -90,8 +90,25 @@ pub struct Metrics {
     rss_bytes: Gauge,
     peak_rss_bytes: Gauge,
     stage_seconds: HistogramFamily,
+    /// Count and total seconds of each stage (and of `queue_wait`), for `docpipe run --timings`.
+    stage_totals: Mutex<BTreeMap<String, (u64, f64)>>,
     ready: Mutex<BTreeMap<&'static str, Result<(), String>>>,
 }
+
+/// The stages timed in `stage_seconds`, in pipeline order, with what one observation covers.
+pub const STAGES: &[(&str, &str)] = &[
+    ("fetch", "ingest: download one document from S3"),
+    ("extract", "ingest: text of one document (OCR included)"),
+    ("ocr", "ingest: OCR of one document's scanned pages"),
+    ("tokenize", "ingest: tokens and chunks of one document"),
+    ("publish", "ingest: publish one document's chunks"),
+    ("worker_idle", "worker: model thread waiting for a batch"),
+    ("chunk_forward", "worker: chunk forward passes of one batch"),
+    ("standalone_pass", "worker: segments of one batch embedded on their own"),
+    ("worker_blocked", "worker: model thread waiting to hand a batch's results over"),
+    ("results_publish", "worker: publish one batch's results and ack its chunks"),
+    ("store", "aggregator: store one result (labels of a finished document included)"),
+];
 
 fn seconds_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 16)) // 5 ms … ~164 s
@@ -142,6 +159,7 @@ impl Metrics {
             rss_bytes: Gauge::default(),
             peak_rss_bytes: Gauge::default(),
             stage_seconds: Family::new_with_constructor(seconds_buckets),
+            stage_totals: Mutex::new(BTreeMap::new()),
             ready: Mutex::new(BTreeMap::new()),
         };
         m.register_worker(&mut root);
@@ -265,7 +283,9 @@ impl Metrics {
         );
         r.register(
             "stage_seconds",
-            "Time per document in an ingest stage (fetch, extract (OCR included), ocr, tokenize, publish)",
+            "Time spent in a pipeline stage: per document at ingest (fetch, extract (OCR included), ocr, \
+             tokenize, publish), per batch in the worker (worker_idle, chunk_forward, standalone_pass, \
+             worker_blocked, results_publish), per result in the aggregator (store)",
             m.stage_seconds.clone(),
         );
     }
@@ -280,9 +300,29 @@ impl Metrics {
         family.get_or_create(&vec![("outcome", outcome.to_string())]).inc();
     }
 
-    /// Time of one document in an ingest stage.
+    /// Time of one unit of work in a pipeline stage (one of [`STAGES`]).
     pub fn stage(&self, stage: &str, seconds: f64) {
         self.stage_seconds.get_or_create(&vec![("stage", stage.to_string())]).observe(seconds);
+        self.add_to_total(stage, seconds);
+    }
+
+    /// A chunk's wait from ingest publishing it to its forward pass.
+    pub fn queue_wait(&self, seconds: f64) {
+        self.queue_wait_seconds.observe(seconds);
+        self.add_to_total("queue_wait", seconds);
+    }
+
+    fn add_to_total(&self, stage: &str, seconds: f64) {
+        if let Ok(mut t) = self.stage_totals.lock() {
+            let e = t.entry(stage.to_string()).or_insert((0, 0.0));
+            *e = (e.0 + 1, e.1 + seconds);
+        }
+    }
+
+    /// How often a stage (or `queue_wait`) was timed in this process, and its total seconds;
+    /// `None` if never.
+    pub fn stage_total(&self, stage: &str) -> Option<(u64, f64)> {
+        self.stage_totals.lock().ok()?.get(stage).copied()
     }
 
     /// The text exposition, with the process gauges read now.
@@ -423,6 +463,21 @@ mod tests {
         s.read_to_string(&mut out).await.unwrap();
         let (head, body) = out.split_once("\r\n\r\n").unwrap();
         (head.lines().next().unwrap().to_string(), body.to_string())
+    }
+
+    #[test]
+    fn stages_add_up_for_timings_and_reach_the_exposition() {
+        let m = Metrics::new();
+        assert_eq!(m.stage_total("chunk_forward"), None);
+        m.stage("chunk_forward", 1.5);
+        m.stage("chunk_forward", 0.25);
+        m.queue_wait(2.0);
+        assert_eq!(m.stage_total("chunk_forward"), Some((2, 1.75)));
+        assert_eq!(m.stage_total("queue_wait"), Some((1, 2.0)));
+        let text = m.render();
+        assert!(text.contains("docpipe_stage_seconds_count{stage=\"chunk_forward\"} 2"), "{text}");
+        assert!(text.contains("docpipe_worker_queue_wait_seconds_count 1"), "{text}");
+        assert!(STAGES.iter().any(|(s, _)| *s == "chunk_forward"));
     }
 
     #[tokio::test]

@@ -307,15 +307,38 @@ pub(crate) async fn read_capped<R: tokio::io::AsyncRead + Unpin>(r: &mut R, cap:
     Ok(kept)
 }
 
+/// Scheduling priority of the children that read documents: below the model's threads, so
+/// that where ingest shares a host with a worker (`docpipe run`, a small deployment) reading
+/// the next documents takes the CPU the forward pass leaves instead of slowing it down (a
+/// forward pass on all cores waits for its slowest thread). Alone on a host it changes nothing.
+/// `DOCPIPE_CHILD_NICE` sets another level (0: the parent's).
+const CHILD_NICE: libc::c_int = 10;
+
+fn child_nice() -> libc::c_int {
+    static NICE: std::sync::OnceLock<libc::c_int> = std::sync::OnceLock::new();
+    *NICE.get_or_init(|| match std::env::var("DOCPIPE_CHILD_NICE") {
+        Ok(v) => v.trim().parse().unwrap_or_else(|_| {
+            tracing::warn!(value = v, default = CHILD_NICE, "DOCPIPE_CHILD_NICE is not an integer; using the default");
+            CHILD_NICE
+        }),
+        Err(_) => CHILD_NICE,
+    })
+}
+
 /// The limits of every child docpipe runs on a document (the extractor, pdftoppm, tesseract):
-/// address space, CPU seconds, no core dumps.
+/// address space, CPU seconds, no core dumps, and a lower priority ([`CHILD_NICE`]).
 pub(crate) fn limit_child(cmd: &mut tokio::process::Command, memory_bytes: u64, cpu_secs: u64) {
-    // SAFETY: only async-signal-safe calls (setrlimit) between fork and exec.
+    let nice = child_nice();
+    // SAFETY: only async-signal-safe calls (setrlimit, setpriority) between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             set_rlimit(libc::RLIMIT_AS, memory_bytes)?;
             set_rlimit(libc::RLIMIT_CPU, cpu_secs)?;
             set_rlimit(libc::RLIMIT_CORE, 0)?;
+            // best effort: a child at normal priority still reads its document
+            if nice != 0 {
+                let _ = libc::setpriority(libc::PRIO_PROCESS, 0, nice);
+            }
             Ok(())
         });
     }
