@@ -1,5 +1,6 @@
 //! **batching** — what the stages need from an embedding model ([`Backend`]), and how many
-//! sequences go through it at once: a length-sorted token-budget packer ([`pack`]) and one
+//! sequences go through it at once: a length-sorted token-budget packer with the least
+//! padding ([`pack`]) and one
 //! split-on-failure ([`split_on_failure`]), which [`embed_by_length`] puts together for any
 //! list of sequences (the worker's standalone pass, the labels' backfill). Pure: no model, no
 //! I/O, so every rule here is unit-tested with a fake backend.
@@ -52,20 +53,49 @@ pub trait Backend {
     }
 }
 
+/// What one more forward pass costs beyond its padded tokens, counted in tokens: the fixed
+/// work of a pass (every layer's kernels launched once, GEMMs with few rows run below their
+/// rate). It keeps [`pack`] from cutting a list into many tiny passes to save a little padding.
+pub const PASS_OVERHEAD_TOKENS: usize = 64;
+
 /// Cut a list sorted by length into consecutive micro-batches whose count × longest (the
-/// last, as the list is sorted) stays within `budget` padded tokens; an item longer than the
-/// budget is a micro-batch of its own.
+/// last, as the list is sorted) stays within `budget` padded tokens, with the least padded
+/// tokens over all passes (each pass also counting [`PASS_OVERHEAD_TOKENS`]); an item longer
+/// than the budget is a micro-batch of its own.
+///
+/// Filling each batch greedily from the shortest item would pad short segments to the length
+/// of long ones: on the standalone segments of real contracts (24 to 230 tokens in one batch
+/// of four chunks) it computed 1.6–1.75 padded tokens per real one. The cut points come from a
+/// dynamic programme over the end of the last batch, `O(n · widest batch)`.
 pub fn pack(sorted_lengths: &[usize], budget: usize) -> Vec<Range<usize>> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < sorted_lengths.len() {
-        let mut end = start + 1;
-        while end < sorted_lengths.len() && sorted_lengths[end] * (end - start + 1) <= budget {
-            end += 1;
+    let n = sorted_lengths.len();
+    debug_assert!(sorted_lengths.windows(2).all(|w| w[0] <= w[1]), "pack needs lengths sorted");
+    // best[e]: the least cost of the first e items; start[e]: where its last batch starts
+    let mut best = vec![usize::MAX; n + 1];
+    let mut start = vec![0; n + 1];
+    best[0] = 0;
+    for end in 1..=n {
+        let longest = sorted_lengths[end - 1];
+        let mut s = end - 1;
+        loop {
+            let cost = best[s].saturating_add(longest * (end - s) + PASS_OVERHEAD_TOKENS);
+            if cost < best[end] {
+                (best[end], start[end]) = (cost, s);
+            }
+            // widen the batch by one more (shorter) item while it stays within the budget
+            if s == 0 || longest * (end - s + 1) > budget {
+                break;
+            }
+            s -= 1;
         }
-        out.push(start..end);
-        start = end;
     }
+    let mut out = Vec::new();
+    let mut end = n;
+    while end > 0 {
+        out.push(start[end]..end);
+        end = start[end];
+    }
+    out.reverse();
     out
 }
 
@@ -119,6 +149,21 @@ pub fn embed_by_length<B: Backend>(model: &B, seqs: &[&[u32]], budget: usize) ->
 mod tests {
     use super::*;
     use std::cell::RefCell;
+
+    #[test]
+    fn pack_pads_little_where_lengths_spread() {
+        // the lengths of one worker batch's standalone segments are spread like this
+        let mut lens: Vec<usize> = (0..40).map(|i| 24 + i).chain((0..40).map(|i| 70 + 2 * i)).collect();
+        lens.extend([160, 171, 202, 225, 227]);
+        let batches = pack(&lens, 8192);
+        let real: usize = lens.iter().sum();
+        let padded: usize = batches.iter().map(|b| lens[b.end - 1] * b.len()).sum();
+        assert!(batches.iter().all(|b| lens[b.end - 1] * b.len() <= 8192), "{batches:?}");
+        assert_eq!(batches.iter().map(|b| b.len()).sum::<usize>(), lens.len());
+        assert!(batches.windows(2).all(|w| w[0].end == w[1].start), "{batches:?}");
+        // filling each batch greedily from the shortest pads these to 1.73 × their tokens
+        assert!((padded as f64) < 1.15 * real as f64, "{padded} padded for {real} real: {batches:?}");
+    }
 
     #[test]
     fn pack_keeps_padded_tokens_within_the_budget() {
