@@ -405,6 +405,12 @@ pub struct Summary {
     pub cached_prompt_tokens: u64,
 }
 
+/// Whether an error from [`load_input`] is the database's connection or server failing (worth
+/// retrying), not the document's rows.
+fn is_transient(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<docpipe_store::StoreError>().is_some_and(|s| s.is_transient()))
+}
+
 async fn load_input(pool: &PgPool, id: Uuid) -> Result<Option<DocInput>> {
     let Some(doc) = docpipe_store::fields::document(pool, &id.to_string()).await? else { return Ok(None) };
     let cats: Vec<String> = FIELDS.iter().map(|f| f.cuad.to_string()).collect();
@@ -904,7 +910,29 @@ async fn consume(
         let mut inputs = Vec::new();
         let mut deliveries = Vec::new();
         for (task, delivery) in tasks {
-            match load_input(pool, task.document_id).await? {
+            let loaded = match load_input(pool, task.document_id).await {
+                Ok(loaded) => loaded,
+                // the connection or the server: the role reconnects and the task is redelivered
+                Err(e) if is_transient(&e) => return Err(e),
+                // this document's rows are at fault (e.g. no text): it fails alone, the rest go on
+                Err(e) => {
+                    let why = format!("cannot read the document's evidence: {e:#}");
+                    tracing::error!(run_id = %task.run_id, document_id = %task.document_id, error = %why, "field extraction failed");
+                    docpipe_store::fields::fail(
+                        pool,
+                        task.document_id,
+                        task.generation,
+                        task.run_id,
+                        "permanent",
+                        &why,
+                    )
+                    .await?;
+                    count(&[], "failed");
+                    docpipe_bus::ack(&delivery).await?;
+                    continue;
+                }
+            };
+            match loaded {
                 Some(input) if input.doc.generation == task.generation && input.doc.status == "done" => {
                     docpipe_store::fields::set_status(pool, task.document_id, "running", None).await?;
                     inputs.push(input);
