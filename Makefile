@@ -98,7 +98,7 @@ bench: libtorch model
 	$(CARGO) build -p docpipe-model --example forward_bench
 	scripts/bench.sh
 
-# The whole pipeline on BENCH_DOCS contracts (0: all of BENCH_CORPUS, the 30 labelled ones) with
+# The whole pipeline on BENCH_DOCS contracts (0: every PDF of BENCH_CORPUS, 35 by default) with
 # a per-stage breakdown, against the forward pass on their chunks in the same run. Last lines:
 # `pipeline_vs_forward X.XX`, `latency_10_pages_s X.X`.
 bench-pipeline: provision build

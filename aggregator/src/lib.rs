@@ -117,8 +117,7 @@ async fn handle_result(
     let started = Instant::now();
     let Some(stored) = store_retrying(pool, &result, shutdown).await? else { return Ok(Handled::Stopped) };
     let metrics = metrics::get();
-    metrics.store_seconds.observe(started.elapsed().as_secs_f64());
-    metrics.stage("store", started.elapsed().as_secs_f64());
+    metrics.store_time(started.elapsed().as_secs_f64());
     let m = &result.meta;
     let outcome = match stored {
         Stored::Inserted { completed: true } => {

@@ -65,7 +65,8 @@ pub const PASS_OVERHEAD_TOKENS: usize = 64;
 ///
 /// Filling each batch greedily from the shortest item would pad short segments to the length
 /// of long ones: on the standalone segments of real contracts (24 to 230 tokens in one batch
-/// of four chunks) it computed 1.6–1.75 padded tokens per real one. The cut points come from a
+/// of four chunks) it computed 1.6–1.75 padded tokens per real one (docs/benchmarks.md,
+/// `make bench-pipeline`). The cut points come from a
 /// dynamic programme over the end of the last batch, `O(n · widest batch)`.
 pub fn pack(sorted_lengths: &[usize], budget: usize) -> Vec<Range<usize>> {
     let n = sorted_lengths.len();
