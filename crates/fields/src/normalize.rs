@@ -758,7 +758,7 @@ const PLACES: &[(&str, &str, &[&str])] = &[
     (
         "England and Wales",
         "GB-EAW",
-        &["England and Wales", "England & Wales", "England", "Wales", "English law", "English laws"],
+        &["England and Wales", "England & Wales", "England", "Wales", "English", "English law", "English laws"],
     ),
     ("Scotland", "GB-SCT", &["Scotland", "Scots law", "Scottish law"]),
     ("Northern Ireland", "GB-NIR", &[]),

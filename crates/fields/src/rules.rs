@@ -275,6 +275,8 @@ fn sentence_bounds(s: &str, b0: usize, b1: usize, max: usize) -> Range<usize> {
 const MONTH: &str = r"(?:January|February|March|April|May|June|July|August|September|October|November|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\.?";
 /// A day number; PDF text often splits a superscript suffix ("1s t").
 const ORD: &str = r"\d{1,2}(?:\s?(?:s\s?t|n\s?d|r\s?d|t\s?h))?";
+/// A day written as an ordinal word ("first", "twenty-third", "thirtieth").
+const ORD_WORD: &str = r"(?:(?:twenty|thirty)[\s-]?)?(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth)|tenth|eleventh|twelfth|thirteenth|fourteenth|fifteenth|sixteenth|seventeenth|eighteenth|nineteenth|twentieth|thirtieth";
 const YEAR: &str = r"(?:1[89]\d{2}|20\d{2})\b";
 /// A blank left to fill in: `____`, `[ ]`, `[·]`, `[•]`.
 const BLANK: &str = r"(?:_{2,}|\[[^\]\d\n]{0,5}\])";
@@ -282,7 +284,7 @@ const BLANK: &str = r"(?:_{2,}|\[[^\]\d\n]{0,5}\])";
 /// A date as contracts write it (blanks for a date left to fill in included).
 static DATE: LazyLock<String> = LazyLock::new(|| {
     format!(
-        r"(?:(?:\b{ORD}|{BLANK}|\bthis)\s+day\s+of\s*(?:{MONTH}|{BLANK})?\s*,?\s*(?:in\s+the\s+year\s+)?(?:A\.?D\.?\s*)?{YEAR}|\b{MONTH}\s*(?:{ORD}|{BLANK})\s*,?\s*{YEAR}|\b{MONTH}\s*,\s*{YEAR}|\b{ORD}(?:\s+of)?\s+{MONTH}\s*,?\s*{YEAR}|\b\d{{1,2}}/\d{{1,2}}/(?:\d{{4}}|\d{{2}})\b|\b\d{{1,2}}-\d{{1,2}}-(?:\d{{4}}|\d{{2}})\b|\b\d{{1,2}}\.\d{{1,2}}\.(?:19|20)\d{{2}}\b|\b(?:19|20)\d{{2}}-\d{{1,2}}-\d{{1,2}}\b|(?:_{{3,}}|\[[^\]\d\n]{{0,5}}\])\s*,?\s*{YEAR})"
+        r"(?:(?:\b{ORD}|{BLANK}|\bthis|\b(?:{ORD_WORD}))\s+day\s+of\s*(?:-+\s*)?(?:{MONTH}|{BLANK})?\s*,?\s*(?:in\s+the\s+year\s+)?(?:A\.?D\.?\s*)?{YEAR}|\b{MONTH}\s*(?:{ORD}|{BLANK})\s*,?\s*{YEAR}|\b{MONTH}\s*,\s*{YEAR}|\b{ORD}(?:\s+of)?\s+{MONTH}\s*,?\s*{YEAR}|\b\d{{1,2}}/\d{{1,2}}/(?:\d{{4}}|\d{{2}})\b|\b\d{{1,2}}-\d{{1,2}}-(?:\d{{4}}|\d{{2}})\b|\b\d{{1,2}}\.\d{{1,2}}\.(?:19|20)\d{{2}}\b|\b(?:19|20)\d{{2}}-\d{{1,2}}-\d{{1,2}}\b|(?:_{{3,}}|\[[^\]\d\n]{{0,5}}\])\s*,?\s*{YEAR})"
     )
 });
 
@@ -737,7 +739,7 @@ static AD_TRIGGER: LazyLock<Regex> = LazyLock::new(|| {
 });
 static AD_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)(?:\bon|\bas\s+of|\bdated(?:\s+as)?|\bdate|\beffective|\bthis|\bthe|\bof|\bmade|\binto|\bfrom|\bexecuted|\bsigned|,|:|\()\s*$",
+        r"(?i)(?:\bon|\bas\s+of|\bdated(?:\s+as)?|\bdate|\beffective|\bthis|\bthe|\bof|\bmade|\binto|\bfrom|\bexecuted|\bsigned|,|:|\()\s*_*\s*$",
     )
 });
 static AD_BAD_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
@@ -752,6 +754,14 @@ static AD_OTHER_AGREEMENT: LazyLock<Regex> = LazyLock::new(|| {
         r#"(?i)(?:\b(?:to|under|of|amends?|amending|amend|modif(?:y|ies)|supplements?|replaces?)\s+(?:the|that\s+certain|that|a|an|said)\s+(?:[\w&,'"()-]+\s+){0,10}?(?:agreement|contract|lease|license)\b(?:\s*\([^)]{0,40}\))?\s*,?\s*|\bpreviously\s+(?:entered\s+into|executed|signed)\b[^.;]{0,60}?)\b(?:dated|entered\s+into|made|executed|signed|effective)\b[^.;]{0,30}$"#,
     )
 });
+/// A date of some other document that the text mentions in passing ("that certain
+/// Non-Disclosure Agreement between them dated ...", "supersedes ... dated", "a project
+/// memorandum dated").
+static AD_OTHER_DOCUMENT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)(?:\bthat\s+certain\b|\bsupersed\w*|\breplac\w*|\bprior\b|\bprevious\w*|\boriginal\w*|\bexisting\b|\bmemorandum\b|\bletter\b|\bnon-?disclosure\b|\bconfidentiality\s+agreement\b|\bbetween\s+them\b|\bpurchase\s+order\b|\binvoice\b|\bnotice\b)[^.;]{0,80}\bdated\s*:?\s*(?:as\s+of\s+)?(?:(?:this|the)\s+)?$",
+    )
+});
 static AD_DATED_ANY: LazyLock<Regex> = LazyLock::new(|| {
     re(
         r"(?i)\b(?:this\s+(?:agreement|amendment|contract|lease|addendum)\s+(?:is|was|shall\s+be)\s+(?:dated|made|executed|signed|entered\s+into)(?:\s+(?:as\s+of|on|effective))?(?:\s+(?:this|the))?\s+|dated\s*:?\s*(?:(?:this|the)\s+)?|date\s*:\s*)({DATE})",
@@ -759,7 +769,7 @@ static AD_DATED_ANY: LazyLock<Regex> = LazyLock::new(|| {
 });
 static AD_LABEL_BAD: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:effective|termination|expiration|commencement|start|end|delivery|closing|launch|payment|due|invoice|birth|ship|shipping|filing|issue|maturity|completion)\s*$",
+        r"(?i)\b(?:effective|termination|expiration|commencement|start|end|delivery|closing|launch|payment|due|invoice|birth|ship|shipping|filing|issue|maturity|completion|approval|review|revision|print|printed)\s*$",
     )
 });
 
@@ -777,6 +787,7 @@ fn agreement_date(w: &Work) -> Option<DateHit> {
             && AD_PREFIX.is_match(near)
             && !AD_BAD_PREFIX.is_match(near)
             && !AD_OTHER_AGREEMENT.is_match(wide)
+            && !AD_OTHER_DOCUMENT.is_match(wide)
             && !SOURCE_LINE.is_match(wide)
         {
             return Some(DateHit { raw: tidy_date(m.as_str()), evidence: sent });
@@ -786,7 +797,11 @@ fn agreement_date(w: &Work) -> Option<DateHit> {
         let (Some(all), Some(d)) = (c.get(0), c.get(1)) else { continue };
         let label = w.slice(all.start().saturating_sub(20), all.start());
         let wide = w.slice(d.start().saturating_sub(160), d.start());
-        if AD_LABEL_BAD.is_match(label) || AD_OTHER_AGREEMENT.is_match(wide) || SOURCE_LINE.is_match(wide) {
+        if AD_LABEL_BAD.is_match(label)
+            || AD_OTHER_AGREEMENT.is_match(wide)
+            || AD_OTHER_DOCUMENT.is_match(wide)
+            || SOURCE_LINE.is_match(wide)
+        {
             continue;
         }
         // a "Date:" line of a signature block: the agreement is made when the last party signs
@@ -806,6 +821,54 @@ fn agreement_date(w: &Work) -> Option<DateHit> {
             let date = crate::normalize::parse_date(d.as_str())?;
             Some((date, all.start(), d.end(), d.as_str().to_string()))
         })
+        .max_by_key(|x| x.0)
+        .map(|(_, s0, s1, raw)| DateHit { raw: tidy_date(&raw), evidence: w.sentence(s0, s1) })
+        .or_else(|| signature_block_date(w))
+        .or_else(|| heading_date(w))
+}
+
+/// The end of a sentence of prose ("... was approved. Final"), not of an abbreviation ("INC. 8.250%").
+static PROSE_SENTENCE_END: LazyLock<Regex> = LazyLock::new(|| re(r"[a-z]{3,}[.!?]\s+[A-Z]"));
+
+/// A date standing in the heading, before the text begins ("AGENCY AGREEMENT May 21, 2015
+/// Tribute Pharmaceuticals ...", a letter agreement's date line).
+fn heading_date(w: &Work) -> Option<DateHit> {
+    let head = w.head(300);
+    let m = DATE_RE.find(head)?;
+    // Only a date of the heading: no sentence has ended before it.
+    if PROSE_SENTENCE_END.is_match(w.slice(0, m.start())) {
+        return None;
+    }
+    let near = w.slice(m.start().saturating_sub(40), m.start());
+    let wide = w.slice(m.start().saturating_sub(160), m.start());
+    if AD_BAD_PREFIX.is_match(near) || SOURCE_LINE.is_match(wide) || AD_OTHER_AGREEMENT.is_match(wide) {
+        return None;
+    }
+    crate::normalize::parse_date(m.as_str())?;
+    Some(DateHit { raw: tidy_date(m.as_str()), evidence: w.sentence(m.start(), m.end()) })
+}
+
+/// A "Date" label of a signature block, before or after the date ("/s/ Jane Doe 5/17/12 JANE
+/// DOE Date", "Signature /s/ J. Doe Date 13/07/05").
+static SIG_DATE_LABEL: LazyLock<Regex> = LazyLock::new(|| re(r"\b(?:Date|DATE)\b"));
+/// What marks a signature block: a conformed signature, "By:", "IN WITNESS WHEREOF".
+static SIG_MARK: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)/s/|\bby\s*:|\bin\s+witness\s+whereof\b|\bsignature\b"));
+
+/// The agreement is made when the last party signs: the latest date that a signature block
+/// labels "Date", when nothing else dates the agreement.
+fn signature_block_date(w: &Work) -> Option<DateHit> {
+    DATE_RE
+        .find_iter(&w.s)
+        .filter(|m| {
+            let before = w.slice(m.start().saturating_sub(40), m.start());
+            let after = w.slice(m.end(), m.end() + 40);
+            let labelled = SIG_DATE_LABEL.find_iter(before).any(|l| !AD_LABEL_BAD.is_match(&before[..l.start()]))
+                || SIG_DATE_LABEL.find_iter(after).any(|l| !AD_LABEL_BAD.is_match(&after[..l.start()]));
+            labelled
+                && SIG_MARK.is_match(w.slice(m.start().saturating_sub(400), m.start()))
+                && !SOURCE_LINE.is_match(w.slice(m.start().saturating_sub(160), m.start()))
+        })
+        .filter_map(|m| Some((crate::normalize::parse_date(m.as_str())?, m.start(), m.end(), m.as_str().to_string())))
         .max_by_key(|x| x.0)
         .map(|(_, s0, s1, raw)| DateHit { raw: tidy_date(&raw), evidence: w.sentence(s0, s1) })
 }
@@ -1252,20 +1315,35 @@ fn notice_period(w: &Work, renewal: Option<&Renewal>) -> Option<Found> {
 
 static GL_LAWS: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\blaws?(?:\s+and\s+(?:judicial\s+)?decisions)?\s+(?:of|in\s+force\s+in|in\s+force\s+of|in|applicable\s+in|prevailing\s+in|of\s+and\s+in)\s+",
+        r"(?i)\blaws?(?:\s+and\s+(?:judicial\s+)?decisions)?(?:\s*,[^,;.]{3,80},)?\s+(?:of|in\s+force\s+in|in\s+force\s+of|in|applicable\s+in|prevailing\s+in|of\s+and\s+in)\s+|\blaws\s+(?:the\s+)?state\s+of\s+",
     )
 });
-static GL_CONTEXT: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(?i)govern|constru|interpret|\bsubject\s+to\b|\benforced\b|\bapplicable\s+law\b"));
-static GL_STRONG: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bgovern(?:ed|ing|s)?\b|\bconstrued\b"));
+static GL_CONTEXT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)govern|constru|interpret|\bsubject\s+to\b|\benforced\b|\bapplicable\s+law\b|\bcontrolled\s+by\b|\bshall\s+apply\b|\bapplies\b",
+    )
+});
+static GL_STRONG: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\bgovern(?:ed|ing|s)?\b|\bconstrued\b|\bcontrolled\s+by\b|\blaws?\s+of\s+[^.;]{3,60}\b(?:shall\s+apply|applies)\b",
+    )
+});
 static GL_BAD_BEFORE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)(?:(?:organi[sz]ed|incorporated|existing|formed|registered|chartered|established)\s+(?:and\s+existing\s+)?(?:under|pursuant\s+to|in\s+accordance\s+with)\s+(?:the\s+)?|conflicts?\s+(?:of\s+)?|choice\s+of\s+|principles?\s+of\s+|rules?\s+of\s+|provisions?\s+of\s+|securities\s+|tax\s+|bankruptcy\s+|privacy\s+|export\s+|other\s+|applicable\s+)$",
+        r"(?i)(?:\b(?:organi[sz]ed|incorporated|existing|formed|registered|chartered|established)\s+(?:and\s+existing\s+)?(?:under|pursuant\s+to|in\s+accordance\s+with)\s+(?:the\s+)?|conflicts?\s+(?:of\s+)?|choice\s+of\s+|principles?\s+of\s+|rules?\s+of\s+|provisions?\s+of\s+|securities\s+|tax\s+|bankruptcy\s+|privacy\s+|export\s+|other\s+|applicable\s+)$",
     )
 });
 static US_ONLY: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)^(?:the\s+)?united\s+states(?:\s+of\s+america)?$"));
 static AND_STATE: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)^\s*(?:,\s*)?and\s+(?:of\s+)?(?:the\s+laws\s+of\s+)?"));
 static STATE_WORD: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b(?:state|commonwealth)\s+of\b"));
+/// "made in the State of California and shall be governed by ... the laws thereof", "entered
+/// into in the State of New Jersey, and shall be construed ... in accordance with the laws of
+/// that State".
+static GL_THEREOF: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\bin\s+(?P<j>the\s+(?:state|commonwealth|province)\s+of\s+[^.;]{2,40}?)\s*,?\s+and\s+(?:shall|will|is\s+to)\s+be\s+(?:governed|construed|interpreted)\b[^.;]{0,120}?\blaws?\s+(?:thereof|of\s+(?:that|said|such|the\s+said)\s+(?:state|commonwealth|province))\b",
+    )
+});
 /// "governed by New York law", "governed by English law".
 static GL_ADJ: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -1390,7 +1468,10 @@ fn jurisdiction(rest: &str) -> Option<String> {
             i += 1;
             continue;
         }
-        if GL_STOP.contains(&lower.as_str()) {
+        // "Federal" names a country in "the Federal Republic of Germany".
+        let federal_republic = lower == "federal"
+            && tokens.get(i + 1).is_some_and(|n| n.trim_end_matches('.').eq_ignore_ascii_case("republic"));
+        if GL_STOP.contains(&lower.as_str()) && !federal_republic {
             break;
         }
         let allowed_lower = matches!(
@@ -1461,6 +1542,15 @@ fn governing_law(w: &Work) -> Option<Found> {
         }
         if best.is_none() {
             best = Some((false, m.start(), j, sent));
+        }
+    }
+    if !best.as_ref().is_some_and(|b| b.0) {
+        if let Some(c) = GL_THEREOF.captures(&w.s) {
+            if let (Some(all), Some(j)) = (c.get(0), c.name("j").and_then(|j| jurisdiction(j.as_str()))) {
+                if best.as_ref().is_none_or(|b| all.start() < b.1) {
+                    best = Some((true, all.start(), j, w.sentence(all.start(), all.end())));
+                }
+            }
         }
     }
     if !best.as_ref().is_some_and(|b| b.0) {
@@ -1568,6 +1658,11 @@ mod tests {
             &*GL_STRONG,
             &*GL_BAD_BEFORE,
             &*GL_ADJ,
+            &*GL_THEREOF,
+            &*PROSE_SENTENCE_END,
+            &*AD_OTHER_DOCUMENT,
+            &*SIG_DATE_LABEL,
+            &*SIG_MARK,
             &*US_ONLY,
             &*AND_STATE,
             &*STATE_WORD,
@@ -1698,6 +1793,33 @@ mod tests {
     }
 
     #[test]
+    fn agreement_date_from_a_signature_blocks_date_labels() {
+        let t = "Terms of the sponsorship follow. IN WITNESS WHEREOF, the Parties execute this Agreement. /s/ Geno Auriemma 5/17/12 GENO AURIEMMA Date BERKSHIRE BANK By: /s/ Sean A. Gray 5/14/12 Sean A. Gray Date";
+        assert_eq!(get(t, "agreement_date").as_deref(), Some("5/17/12"));
+        // An approval date elsewhere is not a signature date.
+        let t = "The plan was approved. Final Approval Date: 5/1/2013. Nothing was signed.";
+        assert_eq!(get(t, "agreement_date"), None);
+    }
+
+    #[test]
+    fn agreement_date_from_the_heading_and_odd_forms() {
+        let t = "AGENCY AGREEMENT May 21, 2015 Tribute Pharmaceuticals Canada Inc. Dear Mr. Harris: The undersigned agree as follows.";
+        assert_eq!(get(t, "agreement_date").as_deref(), Some("May 21, 2015"));
+        let t = "This ENDORSEMENT AGREEMENT (the \"Agreement\") is made this 1st day of --- November, 2003 by and between A and B.";
+        assert_eq!(get(t, "agreement_date").as_deref(), Some("1st day of --- November, 2003"));
+        let t = "THIS AGREEMENT (the \"Agreement\") shall be effective as of  Dec. 8, 2005 (hereinafter \"Effective Date\"), by and between A Inc. and B Inc.";
+        assert_eq!(get(t, "agreement_date").as_deref(), Some("Dec. 8, 2005"));
+        let t = "THIS MANUFACTURING AGREEMENT (the \"Agreement\") is made this first day of July, 2017 between A LLC and B Corp.";
+        assert_eq!(get(t, "agreement_date").as_deref(), Some("first day of July, 2017"));
+    }
+
+    #[test]
+    fn agreement_date_skips_another_documents_date() {
+        let t = "This Agreement is between A and B. 6.1 The parties agree that this section is long enough to leave the heading behind, because the heading of a contract is only its first few hundred characters, and a date in a clause of the body is not read as the date of the heading at all. 6.2 The parties agree that all terms of that certain Microsoft Corporation Non-Disclosure Agreement between them dated March 18, 1997, shall govern.";
+        assert_eq!(get(t, "agreement_date"), None);
+    }
+
+    #[test]
     fn agreement_date_skips_the_amended_agreements_date() {
         let text = "FIRST AMENDMENT\nThis First Amendment to the Supply Agreement dated April 1, 2017 between Cerus Corporation and Fenwal, Inc. is made as of June 22, 2018.";
         assert_eq!(get(text, "agreement_date").as_deref(), Some("June 22, 2018"));
@@ -1820,6 +1942,24 @@ mod tests {
         assert_eq!(get(text, "governing_law").as_deref(), Some("England and Wales"));
         let text = "This Agreement shall be governed by English law.";
         assert_eq!(get(text, "governing_law").as_deref(), Some("English"));
+    }
+
+    #[test]
+    fn governing_law_parenthetical_thereof_and_apply_forms() {
+        let t = "9. This Agreement shall be governed by the internal laws, and not by the laws regarding conflicts of laws, of the State of North Carolina.";
+        assert_eq!(get(t, "governing_law").as_deref(), Some("the State of North Carolina"));
+        let t = "This Agreement has been made in the State of California and shall be governed by and construed in accordance with the laws thereof without regard to principles of conflicts of laws.";
+        assert_eq!(get(t, "governing_law").as_deref(), Some("the State of California"));
+        let t = "This Agreement shall be deemed to have been entered into in the State of New Jersey, and shall be construed and interpreted in accordance with the laws of that State applicable to agreements made there.";
+        assert_eq!(get(t, "governing_law").as_deref(), Some("the State of New Jersey"));
+        let t = "This AGREEMENT is controlled by the laws of the State of Texas, and venue shall be in Pecos County.";
+        assert_eq!(get(t, "governing_law").as_deref(), Some("the State of Texas"));
+        let t = "This Agreement shall be governed by the internal laws State of New York.";
+        assert_eq!(get(t, "governing_law").as_deref(), Some("New York"));
+        let t = "1) The laws of the Federal Republic of Germany shall apply to the Agreement and any legal relations thereof.";
+        assert_eq!(get(t, "governing_law").as_deref(), Some("the Federal Republic of Germany"));
+        let t = "8.6 Applicable Law. This Agreement is deemed made and entered into in the State of California and shall be construed, enforced and performed in accordance with the laws of the State of California, without reference, to choice of law.";
+        assert_eq!(get(t, "governing_law").as_deref(), Some("the State of California"));
     }
 
     #[test]
