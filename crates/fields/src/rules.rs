@@ -668,6 +668,31 @@ fn parties_in(seg: &str, allow_bare: bool) -> Vec<(String, Vec<String>)> {
     list
 }
 
+/// What follows a name but is not part of it ("X Inc. and/or assigns", a filing's "Source:"
+/// footer run into the name).
+static PARTY_NAME_TAIL: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)\s+(?:and/or\s+(?:its\s+|their\s+)?(?:permitted\s+)?(?:successors\s+and\s+)?assigns|source\s*:).*$")
+});
+/// A "party" that is a piece of the sentence instead: it opens with a verb or a connective ("is
+/// entered into as of the date last written below", "regarding the television programming
+/// service ...", "sets forth the terms"), or a heading in capitals runs into a sentence
+/// ("RIGHTS GRANTED Licensor grants to ...").
+static PARTY_NOT_A_NAME: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"^(?:is|are|was|were|shall|will|may|has|have|sets?|regarding|concerning|whereby|which|who|that|pursuant|hereby|agrees?|grants?|desires?|wishes)\b|\b[A-Z]{3,}(?:\s+[A-Z]{3,})+\s+[A-Z][a-z]+\s+[a-z]+\s+[a-z]+",
+    )
+});
+
+/// The parties as names: tails that are not part of a name cut, pieces of sentence dropped.
+fn tidy_parties(list: Vec<(String, Vec<String>)>) -> Vec<(String, Vec<String>)> {
+    list.into_iter()
+        .filter_map(|(name, roles)| {
+            let name = PARTY_NAME_TAIL.replace(&name, "").trim_end_matches([',', ';', ' ']).to_string();
+            (!name.is_empty() && !PARTY_NOT_A_NAME.is_match(&name)).then_some((name, roles))
+        })
+        .collect()
+}
+
 /// Parties from the preamble: "by and between X (the "Company") and Y ("Licensee")", as
 /// `X ("Company"); Y ("Licensee")`.
 fn parties(w: &Work) -> Option<Found> {
@@ -687,7 +712,7 @@ fn parties(w: &Work) -> Option<Found> {
         if seg.is_empty() {
             continue;
         }
-        let list = parties_in(seg, start.start() < 3000);
+        let list = tidy_parties(parties_in(seg, start.start() < 3000));
         if list.is_empty() {
             continue;
         }
@@ -1659,6 +1684,8 @@ mod tests {
             &*GL_BAD_BEFORE,
             &*GL_ADJ,
             &*GL_THEREOF,
+            &*PARTY_NAME_TAIL,
+            &*PARTY_NOT_A_NAME,
             &*PROSE_SENTENCE_END,
             &*AD_OTHER_DOCUMENT,
             &*SIG_DATE_LABEL,
@@ -1742,6 +1769,20 @@ mod tests {
         assert_eq!(
             get(text, "parties").as_deref(),
             Some("Marv Enterprises, LLC (\"Marv\"); Premier Biomedical, Inc. (\"Premier\"); Technology Health, Inc. (\"THI\", \"Developer\")")
+        );
+    }
+
+    #[test]
+    fn parties_drop_sentence_pieces_and_assigns() {
+        let t = "This Agreement is made by and between ScanSource, Inc. (\"Distributor\") and Cisco Systems, Inc. (\"Cisco\"), is entered into as of the date last written below (\"Effective Date\").";
+        assert_eq!(
+            get(t, "parties").as_deref(),
+            Some("ScanSource, Inc. (\"Distributor\"); Cisco Systems, Inc. (\"Cisco\")")
+        );
+        let t = "This Agreement is entered into between Birch First Global Investments Inc. (\"Company\") and Mount Knowledge Holdings Inc. and/or assigns (\"Consultant\").";
+        assert_eq!(
+            get(t, "parties").as_deref(),
+            Some("Birch First Global Investments Inc. (\"Company\"); Mount Knowledge Holdings Inc. (\"Consultant\")")
         );
     }
 
