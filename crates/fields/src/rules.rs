@@ -1345,7 +1345,7 @@ static GL_LAWS: LazyLock<Regex> = LazyLock::new(|| {
 });
 static GL_CONTEXT: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)govern|constru|interpret|\bsubject\s+to\b|\benforced\b|\bapplicable\s+law\b|\bcontrolled\s+by\b|\bshall\s+apply\b|\bapplies\b",
+        r"(?i)govern|constru|interpret|\bsubject\s+to\b|\benforced\b|\bapplicable\s+law\b|\bcontrolled\s+by\b|\bshall\s+apply\b|\bapplies\b|\bdetermined\s+in\s+accordance\s+with\b",
     )
 });
 static GL_STRONG: LazyLock<Regex> = LazyLock::new(|| {
@@ -1360,6 +1360,8 @@ static GL_BAD_BEFORE: LazyLock<Regex> = LazyLock::new(|| {
 });
 static US_ONLY: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)^(?:the\s+)?united\s+states(?:\s+of\s+america)?$"));
 static AND_STATE: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)^\s*(?:,\s*)?and\s+(?:of\s+)?(?:the\s+laws\s+of\s+)?"));
+static LAWS_OF_STATE: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)\blaws?\s+of\s+the\s+(?:state|commonwealth)\s+of\s+"));
 static STATE_WORD: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b(?:state|commonwealth)\s+of\b"));
 /// "made in the State of California and shall be governed by ... the laws thereof", "entered
 /// into in the State of New Jersey, and shall be construed ... in accordance with the laws of
@@ -1372,7 +1374,7 @@ static GL_THEREOF: LazyLock<Regex> = LazyLock::new(|| {
 /// "governed by New York law", "governed by English law".
 static GL_ADJ: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i:\bgoverned\s+(?:by|under)\s+(?:and\s+construed\s+in\s+accordance\s+with\s+)?(?:the\s+)?(?:internal\s+|substantive\s+|domestic\s+)?)(?P<j>(?:[A-Z][A-Za-z.]+\s+){1,3})(?i:laws?)\b",
+        r"(?i:\b(?:governed\s+(?:by|under)|(?:construed|interpreted)\s+(?:in\s+accordance\s+with|under))\s+(?:and\s+construed\s+in\s+accordance\s+with\s+)?(?:the\s+)?(?:internal\s+|substantive\s+|domestic\s+)?)(?P<j>(?:[A-Z][A-Za-z.]+\s+){1,3})(?i:laws?)\b",
     )
 });
 const GL_STOP: &[&str] = &[
@@ -1560,6 +1562,14 @@ fn governing_law(w: &Work) -> Option<Found> {
                 }
             }
         }
+        // "the laws of the United States and, to the extent not inconsistent therewith, by the
+        // laws of the Commonwealth of Kentucky": the state, when the same sentence names one.
+        if US_ONLY.is_match(&j) {
+            let after = w.slice(m.end(), sent.end.min(m.end() + 200));
+            if let Some(state) = LAWS_OF_STATE.find(after).and_then(|x| jurisdiction(&after[x.end()..])) {
+                j = state;
+            }
+        }
         let strong = GL_STRONG.is_match(text);
         if strong {
             best = Some((true, m.start(), j, sent));
@@ -1684,6 +1694,7 @@ mod tests {
             &*GL_BAD_BEFORE,
             &*GL_ADJ,
             &*GL_THEREOF,
+            &*LAWS_OF_STATE,
             &*PARTY_NAME_TAIL,
             &*PARTY_NOT_A_NAME,
             &*PROSE_SENTENCE_END,
@@ -2001,6 +2012,16 @@ mod tests {
         assert_eq!(get(t, "governing_law").as_deref(), Some("the Federal Republic of Germany"));
         let t = "8.6 Applicable Law. This Agreement is deemed made and entered into in the State of California and shall be construed, enforced and performed in accordance with the laws of the State of California, without reference, to choice of law.";
         assert_eq!(get(t, "governing_law").as_deref(), Some("the State of California"));
+    }
+
+    #[test]
+    fn governing_law_construed_under_english_law_determined_and_us_then_state() {
+        let t = "The parties hereby agree that this Agreement shall be construed in accordance with English law.";
+        assert_eq!(get(t, "governing_law").as_deref(), Some("English"));
+        let t = "Any controversy between the parties arising under this Agreement shall be determined in accordance with the laws of the State of Michigan.";
+        assert_eq!(get(t, "governing_law").as_deref(), Some("the State of Michigan"));
+        let t = "This Agreement and its interpretation shall be governed by the laws of the United States and, to the extent not inconsistent therewith, by the laws of the Commonwealth of Kentucky without regard to conflicts of law.";
+        assert_eq!(get(t, "governing_law").as_deref(), Some("Kentucky"));
     }
 
     #[test]
