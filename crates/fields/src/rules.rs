@@ -1038,6 +1038,11 @@ static EX_SENT_BAD: LazyLock<Regex> = LazyLock::new(|| {
 static EX_RENEWAL_NEAR: LazyLock<Regex> = LazyLock::new(|| {
     re(r"(?i)\b(?:renew\w*|extension|extended|extend|additional|successive|subsequent|consecutive)\b[^.]{0,40}$")
 });
+static EX_NOT_RENEWAL: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\bunless\s+(?:sooner\s+|earlier\s+)?(?:terminated|extended|renewed)(?:\s+or\s+(?:terminated|extended|renewed))?\s+(?:as\s+provided|pursuant|in\s+accordance)[^,]{0,60}|\bhereby\s+extended\b",
+    )
+});
 static EX_ANCHOR: LazyLock<Regex> = LazyLock::new(|| {
     re(
         r"(?i)^\s*(?:thereafter\s+)?(?:after|from|following|commencing\s+(?:on|from|with)|beginning\s+(?:on|from|with)|starting\s+(?:on|from)|as\s+of|of)\s+(?:and\s+including\s+)?(?:the\s+)?(?:date\s+(?:hereof|first\s+(?:above\s+)?written(?:\s+above)?|of\s+(?:this|the)\s+(?:agreement|contract)|of\s+execution(?:\s+of\s+this\s+agreement)?)|(?:[a-z][\w-]*\s+){0,3}date|execution\s+(?:date|of\s+this\s+agreement|hereof)|{DATE})",
@@ -1107,6 +1112,10 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
         let t = w.slice(sent.start, sent.end);
         EX_SENT_OK.is_match(t) && !EX_SENT_BAD.is_match(t)
     };
+    // A renewal word just before the date that does not make it a renewal's end: "unless earlier
+    // terminated or extended as provided below, shall end as of <date>", "is hereby extended to
+    // <date>" (an amendment moving the end).
+    let renewal_near = |before: &str| EX_RENEWAL_NEAR.is_match(&EX_NOT_RENEWAL.replace_all(before, " "));
 
     if let Some(c) = EX_DEFINED.captures(&w.s) {
         if let (Some(all), Some(d)) = (c.get(0), c.get(1)) {
@@ -1116,7 +1125,9 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
     for c in EX_DATE.captures_iter(&w.s) {
         let (Some(all), Some(d)) = (c.get(0), c.get(1)) else { continue };
         let sent = w.sentence(all.start(), all.end());
-        if sentence_ok(&sent) && !EX_RENEWAL_NEAR.is_match(w.slice(sent.start, all.start())) {
+        // a long "sentence" (a definitions list without full stops) is judged near the date
+        let near = sent.start.max(all.start().saturating_sub(250))..sent.end.min(all.end() + 150);
+        if sentence_ok(&near) && !renewal_near(w.slice(sent.start, all.start())) {
             offer(&mut best, all.start(), tidy_date(d.as_str()), sent);
             break;
         }
@@ -1694,6 +1705,7 @@ mod tests {
             &*GL_BAD_BEFORE,
             &*GL_ADJ,
             &*GL_THEREOF,
+            &*EX_NOT_RENEWAL,
             &*LAWS_OF_STATE,
             &*PARTY_NAME_TAIL,
             &*PARTY_NOT_A_NAME,
@@ -1926,6 +1938,17 @@ mod tests {
         );
         let text = "The term of this Agreement shall commence on the Effective Date and shall continue until terminated as hereinafter provided.";
         assert_eq!(get(text, "expiration_date").as_deref(), Some("perpetual"));
+    }
+
+    #[test]
+    fn expiration_date_after_unless_extended_and_hereby_extended() {
+        let t = "The Term shall commence on the date of this Agreement and, unless earlier terminated or extended as provided below, shall end as of December 31, 2000.";
+        assert_eq!(get(t, "expiration_date").as_deref(), Some("December 31, 2000"));
+        let t = "The Term of the Agreement is hereby extended to January 20, 2012 unless sooner terminated as provided for in the Agreement.";
+        assert_eq!(get(t, "expiration_date").as_deref(), Some("January 20, 2012"));
+        // A renewal's end is still not the expiration.
+        let t = "This Agreement shall automatically renew for one year until December 31, 2012.";
+        assert_eq!(get(t, "expiration_date"), None);
     }
 
     #[test]
