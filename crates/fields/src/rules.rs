@@ -1140,7 +1140,8 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
                 continue;
             }
             let sent = w.sentence(all.start(), all.end());
-            if !sentence_ok(&sent) || EX_RENEWAL_NEAR.is_match(w.slice(sent.start, d.start())) {
+            let near = sent.start.max(all.start().saturating_sub(250))..sent.end.min(all.end() + 150);
+            if !sentence_ok(&near) || renewal_near(w.slice(sent.start, d.start())) {
                 continue;
             }
             let raw = duration_with_anchor(w, d, &sent);
