@@ -1122,13 +1122,17 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
             offer(&mut best, all.start(), tidy_date(d.as_str()), w.sentence(all.start(), all.end()));
         }
     }
+    // The first end date the text states: where the term's sentence gives both a length and the
+    // date it ends ("for a term of three (3) years expiring May 31, 2001"), the date.
+    let mut end_date: Option<(usize, String, Range<usize>)> = None;
     for c in EX_DATE.captures_iter(&w.s) {
         let (Some(all), Some(d)) = (c.get(0), c.get(1)) else { continue };
         let sent = w.sentence(all.start(), all.end());
         // a long "sentence" (a definitions list without full stops) is judged near the date
         let near = sent.start.max(all.start().saturating_sub(250))..sent.end.min(all.end() + 150);
         if sentence_ok(&near) && !renewal_near(w.slice(sent.start, all.start())) {
-            offer(&mut best, all.start(), tidy_date(d.as_str()), sent);
+            offer(&mut best, all.start(), tidy_date(d.as_str()), sent.clone());
+            end_date = Some((all.start(), tidy_date(d.as_str()), sent));
             break;
         }
     }
@@ -1166,6 +1170,11 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
                 offer(&mut best, m.start(), "perpetual".to_string(), sent);
                 break;
             }
+        }
+    }
+    if let (Some(b), Some((pos, raw, ev))) = (&best, end_date) {
+        if b.3.is_some() && b.2.contains(&pos) {
+            best = Some((pos, raw, ev, None));
         }
     }
     best.map(|(_, raw, ev, dur)| (w.found(raw, ev), dur))
@@ -1950,6 +1959,12 @@ mod tests {
         // A renewal's end is still not the expiration.
         let t = "This Agreement shall automatically renew for one year until December 31, 2012.";
         assert_eq!(get(t, "expiration_date"), None);
+    }
+
+    #[test]
+    fn expiration_date_stated_beside_the_terms_length_wins() {
+        let t = "Except as otherwise provided herein, this Agreement shall commence effective June 1, 1998, and shall continue for a term of three (3) years expiring May 31, 2001 (the \"Term\").";
+        assert_eq!(get(t, "expiration_date").as_deref(), Some("May 31, 2001"));
     }
 
     #[test]
