@@ -1366,7 +1366,7 @@ static GL_LAWS: LazyLock<Regex> = LazyLock::new(|| {
 });
 static GL_CONTEXT: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)govern|constru|interpret|\bsubject\s+to\b|\benforced\b|\bapplicable\s+law\b|\bcontrolled\s+by\b|\bshall\s+apply\b|\bapplies\b|\bdetermined\s+in\s+accordance\s+with\b",
+        r"(?i)govern|constru|interpret|\bsubject\s+to\b|\benforced\b|\bapplicable\s+law\b|\bcontrolled\s+by\b|\bshall\s+apply\b|\bapplies\b|\bdetermined\s+in\s+accordance\s+with\b|\benter\s+into\s+(?:a\s+)?(?:general\s+)?joint\s+venture\b",
     )
 });
 static GL_STRONG: LazyLock<Regex> = LazyLock::new(|| {
@@ -2061,6 +2061,12 @@ mod tests {
         assert_eq!(get(t, "governing_law").as_deref(), Some("the State of Michigan"));
         let t = "This Agreement and its interpretation shall be governed by the laws of the United States and, to the extent not inconsistent therewith, by the laws of the Commonwealth of Kentucky without regard to conflicts of law.";
         assert_eq!(get(t, "governing_law").as_deref(), Some("Kentucky"));
+    }
+
+    #[test]
+    fn governing_law_of_a_joint_venture() {
+        let t = "By this Agreement the Participants enter into a general Joint Venture (the \"Joint Venture\") in accordance with the laws of The State of Florida.";
+        assert_eq!(get(t, "governing_law").as_deref(), Some("The State of Florida"));
     }
 
     #[test]
