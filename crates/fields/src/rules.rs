@@ -927,7 +927,7 @@ fn last_signature_date(w: &Work, at: usize) -> Option<DateHit> {
 /// `<date> (the "Effective Date")`, `"Effective Date" means <date>`, `Effective Date: <date>`.
 static ED_DEFINED: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r#"(?i)(?P<a>{DATE})\s*,?\s*\(\s*(?:the|hereinafter|herein|such\s+date|being|referred\s+to\s+as)?[^()"]{0,40}"(?:effective|commencement|start)\s+date"|"?\b(?:effective|commencement)\s+date"?\)?\s*(?:shall\s+mean|means|is|shall\s+be|will\s+be|:|-)\s*(?:the\s+date\s+of\s+|on\s+|as\s+of\s+)?(?P<b>{DATE})"#,
+        r#"(?i)(?P<a>{DATE})(?:\s*,\s*(?:19|20)\d\d\b)?\s*,?\s*\(\s*(?:the|hereinafter|herein|such\s+date|being|referred\s+to\s+as)?[^()"]{0,40}"(?:effective|commencement|start)\s+date"|"?\b(?:effective|commencement)\s+dates?"?\)?\s*(?:shall\s+mean|means|is|shall\s+be|will\s+be|:|-)\s*(?:the\s+date\s+of\s+|on\s+|as\s+of\s+)?(?P<b>{DATE})"#,
     )
 });
 /// "effective as of <date>", "effective <date>".
@@ -1907,6 +1907,14 @@ mod tests {
         assert_eq!(get(text, "agreement_date").as_deref(), Some("March 1, 2018"));
         assert_eq!(get(text, "effective_date").as_deref(), Some("March 15, 2018"));
         assert_eq!(get(text, "expiration_date").as_deref(), Some("March 14, 2020"));
+    }
+
+    #[test]
+    fn effective_date_with_a_stray_year_and_a_plural_label() {
+        let t = "This Agreement is entered into as of 12-23-2019 , 2019 (the \"Effective Date\"). WHEREAS the parties agree.";
+        assert_eq!(get(t, "effective_date").as_deref(), Some("12-23-2019"));
+        let t = "Content and License Agreement Effective Dates: September 1, 2006, August 31, 2007. Watchit agrees to provide content.";
+        assert_eq!(get(t, "effective_date").as_deref(), Some("September 1, 2006"));
     }
 
     #[test]
