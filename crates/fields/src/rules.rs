@@ -927,23 +927,29 @@ fn last_signature_date(w: &Work, at: usize) -> Option<DateHit> {
 /// `<date> (the "Effective Date")`, `"Effective Date" means <date>`, `Effective Date: <date>`.
 static ED_DEFINED: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r#"(?i)(?P<a>{DATE})(?:\s*,\s*(?:19|20)\d\d\b)?\s*,?\s*\(\s*(?:the|hereinafter|herein|such\s+date|being|referred\s+to\s+as)?[^()"]{0,40}"(?:effective|commencement|start)\s+date"|"?\b(?:effective|commencement)\s+dates?"?\)?\s*(?:shall\s+mean|means|is|shall\s+be|will\s+be|:|-)\s*(?:the\s+date\s+of\s+|on\s+|as\s+of\s+)?(?P<b>{DATE})"#,
+        r#"(?i)(?P<a>{DATE})(?:\s*,\s*(?:19|20)\d\d\b)?\s*,?\s*(?:the\s+)?\(\s*(?:the|hereinafter|herein|such\s+date|being|referred\s+to\s+as)?[^()"]{0,40}"(?:effective|commencement|start)\s+date"|"?\b(?:effective|commencement)\s+dates?"?\)?\s*(?:shall\s+mean|means|is|shall\s+be|will\s+be|:|-)\s*(?:the\s+date\s+of\s+|on\s+|as\s+of\s+)?(?P<b>{DATE})"#,
     )
 });
 /// "effective as of <date>", "effective <date>".
 static ED_EFFECTIVE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\beffective\s+(?:as\s+of\s+|on\s+|from\s+|upon\s+|beginning\s+|commencing\s+(?:on\s+)?|date\s+of\s+)?(?:this\s+|the\s+)?({DATE})",
+        r"(?i)\beffective\s+(?:as\s+of\s+|as\s+from\s+|on\s+|from\s+|upon\s+|beginning\s+|commencing\s+(?:on\s+)?|date\s+of\s+)?(?:this\s+|the\s+)?({DATE})",
     )
 });
 /// "commencing on <date>", "shall come into force as of <date>".
 static ED_COMMENCE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:commenc(?:e|es|ing|ed)|begin(?:s|ning)?|start(?:s|ing)?|comes?\s+into\s+(?:force|effect)|takes?\s+effect|becomes?\s+effective)\s+(?:on\s+|as\s+of\s+|from\s+|effective\s+|with\s+effect\s+from\s+)?(?:this\s+|the\s+)?({DATE})",
+        r"(?i)\b(?:commenc(?:e|es|ing|ed)|begin(?:s|ning)?|start(?:s|ing)?|comes?\s+into\s+(?:force|effect)|takes?\s+effect|becomes?\s+effective)\s+(?:on\s+|upon\s+|as\s+of\s+|from\s+|effective\s+|with\s+effect\s+from\s+)?(?:this\s+|the\s+)?({DATE})",
     )
 });
 static TERM_OR_AGREEMENT: LazyLock<Regex> =
     LazyLock::new(|| re(r"(?i)\bterm\b|\bagreement\b|\bcontract\b|\bamendment\b|\blease\b"));
+/// The agreement takes effect when the last party signs.
+static ED_ON_SIGNATURE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:effective|takes?\s+effect|enters?\s+into\s+force|comes?\s+into\s+(?:force|effect)|becomes?\s+effective)\b[^.;]{0,40}?\b(?:(?:the\s+)?last\s+date\s+signed|(?:the\s+)?date\s+of\s+(?:its\s+)?signature|(?:the\s+)?signatures?\s+and\s+seals?|upon\s+(?:the\s+)?signatures?\b)",
+    )
+});
 /// The effective date is the agreement's own date.
 static ED_SAME_AS_AGREEMENT: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -970,6 +976,15 @@ fn effective_date(w: &Work, agreement: Option<&DateHit>) -> Option<Found> {
         let sent = w.sentence(all.start(), all.end());
         if TERM_OR_AGREEMENT.is_match(w.slice(sent.start, sent.end)) {
             return Some(w.found(tidy_date(d.as_str()), sent));
+        }
+    }
+    // "effective as of the last date signed below", "takes effect upon the signatures and seals of
+    // both Parties": the date the last party signed
+    if let Some(m) = ED_ON_SIGNATURE.find(&w.s) {
+        if let Some(d) = signature_block_date(w)
+            .or_else(|| agreement.map(|a| DateHit { raw: a.raw.clone(), evidence: a.evidence.clone() }))
+        {
+            return Some(w.found(d.raw, w.sentence(m.start(), m.end())));
         }
     }
     let a = agreement?;
@@ -1715,6 +1730,7 @@ mod tests {
             &*GL_BAD_BEFORE,
             &*GL_ADJ,
             &*GL_THEREOF,
+            &*ED_ON_SIGNATURE,
             &*EX_NOT_RENEWAL,
             &*LAWS_OF_STATE,
             &*PARTY_NAME_TAIL,
@@ -1915,6 +1931,16 @@ mod tests {
         assert_eq!(get(t, "effective_date").as_deref(), Some("12-23-2019"));
         let t = "Content and License Agreement Effective Dates: September 1, 2006, August 31, 2007. Watchit agrees to provide content.";
         assert_eq!(get(t, "effective_date").as_deref(), Some("September 1, 2006"));
+    }
+
+    #[test]
+    fn effective_date_on_signature_as_from_and_upon() {
+        let t = "B. Term This Agreement is effective as of the last date signed below (\"Effective Date\"). The initial term is one year. IN WITNESS WHEREOF the parties sign. Signature /s/ Andrew Zhang Date 13/07/05 Signature /s/ Corinne Fallacaro Date 13/07/05";
+        assert_eq!(get(t, "effective_date").as_deref(), Some("13/07/05"));
+        let t = "13.1. The present Agreement is effective as from 1 January 2009. It is established by calendar year.";
+        assert_eq!(get(t, "effective_date").as_deref(), Some("1 January 2009"));
+        let t = "The term of this Agreement for the Hosted Site shall commence upon April 1, 1999 and shall continue for one year.";
+        assert_eq!(get(t, "effective_date").as_deref(), Some("April 1, 1999"));
     }
 
     #[test]
