@@ -318,7 +318,9 @@ pub enum Cmd {
         #[arg(long, default_value_t = 0)]
         folds: usize,
         /// Segment embeddings scored: `labelled` (standalone where stored, as labelling does)
-        /// or `contextual` (as if the standalone pass had not run).
+        /// or `contextual` (as if the standalone pass had not run). With `--pdfs`: `contextual`
+        /// forwards every chunk here as the worker's chunk pass does, and scores each segment
+        /// pooled inside the chunk that owns it.
         #[arg(long, default_value = "labelled", value_parser = ["labelled", "contextual"])]
         embeddings: String,
         #[command(flatten)]
@@ -361,6 +363,18 @@ pub enum Cmd {
         /// Segments drawn at random per document besides the positives.
         #[arg(long, default_value_t = 8)]
         negatives: usize,
+        /// Segment embeddings learned from: `standalone` (each segment on its own, as the
+        /// worker's standalone pass) or `contextual` (pooled inside the chunk that owns it, as
+        /// the worker's chunk pass: whole chunks are forwarded, chosen by
+        /// `--positive-chunks` and `--random-chunks`).
+        #[arg(long, default_value = "standalone", value_parser = ["standalone", "contextual"])]
+        embeddings: String,
+        /// Contextual: chunks per document forwarded for their positives, at most.
+        #[arg(long, default_value_t = 3)]
+        positive_chunks: usize,
+        /// Contextual: chunks per document drawn at random besides, standing for the rest.
+        #[arg(long, default_value_t = 1)]
+        random_chunks: usize,
         #[arg(long, default_value_t = 20261202)]
         seed: u64,
         #[command(flatten)]

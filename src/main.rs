@@ -150,7 +150,10 @@ async fn dispatch(cli: Cli) -> Result<()> {
             cmd::labels::run(c, &worker, &labels, learn.as_deref(), bucket.as_deref()).await
         }
         Cmd::Eval { labels, bucket, pdfs, folds, embeddings, ocr, label_args, worker } => match (bucket, pdfs) {
-            (_, Some(pdfs)) => cmd::eval::offline(c, &worker, &ocr, &label_args, &labels, &pdfs, folds).await,
+            (_, Some(pdfs)) => {
+                let contextual = embeddings == "contextual";
+                cmd::eval::offline(c, &worker, &ocr, &label_args, &labels, &pdfs, folds, contextual).await
+            }
             (Some(bucket), None) => cmd::eval::run(c, &worker, &label_args, &labels, &bucket, folds, &embeddings).await,
             (None, None) => anyhow::bail!("eval needs --bucket or --pdfs"),
         },
@@ -164,6 +167,9 @@ async fn dispatch(cli: Cli) -> Result<()> {
             max_tokens_per_doc,
             positives_per_category,
             negatives,
+            embeddings,
+            positive_chunks,
+            random_chunks,
             seed,
             ocr,
             worker,
@@ -173,7 +179,14 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 per_category: positives_per_category,
                 negatives,
             };
-            let opts = cmd::train_clauses::Options { labels, pdfs, out, name, cache, docs, plan, seed };
+            let embeddings = match embeddings.as_str() {
+                "contextual" => cmd::train_clauses::Embeddings::Contextual(docpipe_clauses::train::ChunkPlan {
+                    positive_chunks,
+                    random_chunks,
+                }),
+                _ => cmd::train_clauses::Embeddings::Standalone,
+            };
+            let opts = cmd::train_clauses::Options { labels, pdfs, out, name, cache, docs, plan, seed, embeddings };
             cmd::train_clauses::run(c, &worker, &ocr, &opts).await
         }
         Cmd::Generate { prompt, prompt_file, system, raw, sampling, max_new_tokens, json_schema, decoder } => {

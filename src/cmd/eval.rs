@@ -3,7 +3,8 @@
 //! (`--clause-scorer`, the shipped one by default) or, with `--folds N`, by scorers learned
 //! under cross-validation; the last line is `recall@5 X.XX`. With `--pdfs DIR` instead of a
 //! bucket, the documents are not run through the pipeline: every segment is embedded on its
-//! own here, as the worker's standalone pass embeds it (the embeddings labels are scored on).
+//! own here, as the worker's standalone pass embeds it (the embeddings labels are scored on),
+//! or with `--embeddings contextual` pooled inside its chunk, as the worker's chunk pass does.
 
 use std::path::Path;
 
@@ -13,7 +14,7 @@ use docpipe_clauses::gold;
 use docpipe_clauses::stored::{self, Embeddings};
 
 use docpipe_clauses::stored::StoredCategory;
-use docpipe_clauses::train::Plan;
+use docpipe_clauses::train::{ChunkPlan, Plan};
 
 use crate::cli::{Common, LabelArgs, OcrArgs, WorkerArgs};
 use crate::cmd::{labels, train_clauses};
@@ -42,6 +43,7 @@ pub async fn offline(
     labels_file: &Path,
     pdfs: &Path,
     folds: usize,
+    contextual: bool,
 ) -> Result<()> {
     let o = train_clauses::Options {
         labels: labels_file.to_path_buf(),
@@ -52,6 +54,11 @@ pub async fn offline(
         docs: 0,
         plan: Plan::WHOLE,
         seed: 0,
+        embeddings: if contextual {
+            train_clauses::Embeddings::Contextual(ChunkPlan::WHOLE)
+        } else {
+            train_clauses::Embeddings::Standalone
+        },
     };
     let corpus = train_clauses::corpus(c, w, ocr, &o).await?;
     let cats: Vec<StoredCategory> = corpus.queries;

@@ -24,17 +24,38 @@ use docpipe_clauses::learn;
 use docpipe_clauses::scorer::{Scorer, Segment};
 use docpipe_clauses::stored::StoredCategory;
 use docpipe_clauses::taxonomy::builtin;
-use docpipe_clauses::train::{artifact_categories, choose, Plan, Sampled};
+use docpipe_clauses::train::{artifact_categories, choose, choose_chunks, ChunkPlan, Plan, Sampled};
 use docpipe_contract::defaults;
+use docpipe_contract::messages::ChunkTask;
 use docpipe_model::SentenceEmbedder;
 use docpipe_text::extract::{ExtractLimits, Extractor};
 use docpipe_text::ocr::Ocr;
+use docpipe_text::prepare::TaskIds;
 use docpipe_text::prepare::{DocumentText, ModelInput};
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
 use crate::cli::{Common, OcrArgs, WorkerArgs};
 use crate::setup;
+
+/// Which segment embeddings a scorer learns from (or an evaluation scores).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Embeddings {
+    /// Each segment embedded on its own, as the worker's standalone pass does.
+    Standalone,
+    /// Each segment pooled inside the chunk that owns it, as the worker's chunk pass does;
+    /// sampled by chunk ([`ChunkPlan`]).
+    Contextual(ChunkPlan),
+}
+
+impl Embeddings {
+    pub fn name(self) -> &'static str {
+        match self {
+            Embeddings::Standalone => "standalone",
+            Embeddings::Contextual(_) => "contextual",
+        }
+    }
+}
 
 pub struct Options {
     pub labels: PathBuf,
@@ -45,6 +66,7 @@ pub struct Options {
     pub docs: usize,
     pub plan: Plan,
     pub seed: u64,
+    pub embeddings: Embeddings,
 }
 
 fn sha256_file(path: &Path) -> Result<(Vec<u8>, String)> {
@@ -60,6 +82,12 @@ fn cache_dir(o: &Options, model: &str) -> PathBuf {
         home.join(".cache/docpipe/clause-train")
     });
     // a different sample or model is a different cache
+    if let Embeddings::Contextual(c) = o.embeddings {
+        if c == ChunkPlan::WHOLE {
+            return base.join(format!("{model}-contextual-whole"));
+        }
+        return base.join(format!("{model}-contextual-c{}-r{}-s{}", c.positive_chunks, c.random_chunks, o.seed));
+    }
     let p = &o.plan;
     if *p == Plan::WHOLE {
         return base.join(format!("{model}-whole"));
@@ -114,6 +142,7 @@ struct Trainer<'a> {
     present: &'a gold::Present,
     rarity: Vec<String>,
     plan: Plan,
+    embeddings: Embeddings,
     seed: u64,
     model: Option<SentenceEmbedder>,
     budget: usize,
@@ -124,8 +153,9 @@ struct Trainer<'a> {
 const GROUP: usize = 12;
 
 impl Trainer<'_> {
-    /// Extract, segment and sample one training PDF.
-    async fn prepare(&self, file: &str, pdf: &[u8], sha: &str) -> Result<Sampled> {
+    /// Extract, segment and sample one training PDF; for contextual embeddings, with the
+    /// chunks to forward.
+    async fn prepare(&self, file: &str, pdf: &[u8], sha: &str) -> Result<(Sampled, Vec<ChunkTask>)> {
         let pages = self.extractor.extract(pdf).await.with_context(|| format!("extracting {file}"))?;
         let doc = DocumentText::from_pages(&pages.pages);
         let prepared = self.input.prepare(&doc.text).with_context(|| format!("tokenizing {file}"))?;
@@ -143,12 +173,44 @@ impl Trainer<'_> {
         // the document's own seed: the same sample whichever documents are trained with it
         let seed = u64::from_le_bytes(Sha256::digest(format!("{}{sha}", self.seed)).as_slice()[..8].try_into()?);
         let inputs = prepared.standalone_inputs();
-        let lengths: Vec<usize> = inputs.iter().map(|i| i.as_ref().map_or(0, |x| x.len())).collect();
-        let chosen = choose(&lengths, &gold, &positives, &self.rarity, &self.plan, seed);
+        let (chosen, tasks) = match self.embeddings {
+            Embeddings::Standalone => {
+                let lengths: Vec<usize> = inputs.iter().map(|i| i.as_ref().map_or(0, |x| x.len())).collect();
+                (choose(&lengths, &gold, &positives, &self.rarity, &self.plan, seed), Vec::new())
+            }
+            Embeddings::Contextual(plan) => {
+                // each segment's owner: the chunk whose owned tokens hold its middle token
+                let mut owner: Vec<Option<usize>> = vec![None; all.len()];
+                for (k, c) in prepared.chunks.iter().enumerate() {
+                    for seg in &c.segments {
+                        let tokens = seg.tokens[0] as usize..seg.tokens[1] as usize;
+                        if let Some(o) = owner.get_mut(seg.index as usize).filter(|o| o.is_none()) {
+                            if docpipe_chunker::owns(&c.chunk.owned, &tokens) {
+                                *o = Some(k);
+                            }
+                        }
+                    }
+                }
+                let (chunks, chosen) = choose_chunks(&owner, &gold, &positives, &self.rarity, &plan, seed);
+                let ids = TaskIds {
+                    run_id: uuid::Uuid::nil(),
+                    document_id: uuid::Uuid::nil(),
+                    generation: 0,
+                    count: prepared.chunks.len() as u32,
+                    published_ms: 0,
+                };
+                let tasks = chunks.iter().map(|&k| prepared.chunks[k].clone().into_task(ids)).collect();
+                (chosen, tasks)
+            }
+        };
         let mut sampled = Sampled::new(file.to_string(), sha.to_string(), &all, &inputs, &gold, &positives, &chosen);
         sampled.present = present_in(self.present, file);
         sampled.unlocated = unlocated;
-        Ok(sampled)
+        if !tasks.is_empty() {
+            sampled.chunks = tasks.iter().map(|t: &ChunkTask| t.meta.index as usize).collect();
+            sampled.tokens = tasks.iter().map(|t| t.input_ids.len()).sum();
+        }
+        Ok((sampled, tasks))
     }
 
     fn model(&mut self, c: &Common, w: &WorkerArgs) -> Result<&SentenceEmbedder> {
@@ -162,16 +224,61 @@ impl Trainer<'_> {
 
     /// Embed the chosen segments of a group of documents in one pass and cache each document:
     /// its embeddings first, the document last, so a document is cached only when whole.
-    fn embed_and_cache(&mut self, c: &Common, w: &WorkerArgs, group: &[Sampled], dir: &Path) -> Result<()> {
+    fn embed_and_cache(
+        &mut self,
+        c: &Common,
+        w: &WorkerArgs,
+        group: &[(Sampled, Vec<ChunkTask>)],
+        dir: &Path,
+    ) -> Result<()> {
         self.model(c, w)?;
         let (model, budget) = (self.model.as_ref().context("the model is loaded")?, self.budget);
-        let seqs: Vec<&[u32]> = group.iter().flat_map(|s| s.chosen.iter().map(|x| x.input_ids.as_slice())).collect();
-        let mut embedded = embed_by_length(model, &seqs, budget).into_iter();
-        for s in group {
+        let mut per_doc: Vec<Vec<Vec<f32>>> = Vec::with_capacity(group.len());
+        if self.embeddings == Embeddings::Standalone {
+            let seqs: Vec<&[u32]> =
+                group.iter().flat_map(|(s, _)| s.chosen.iter().map(|x| x.input_ids.as_slice())).collect();
+            let mut embedded = embed_by_length(model, &seqs, budget).into_iter();
+            for (s, _) in group {
+                let mut doc = Vec::with_capacity(s.chosen.len());
+                for x in &s.chosen {
+                    let e = embedded.next().context("one embedding per segment")?;
+                    doc.push(e.with_context(|| format!("embedding segment {} of {}", x.index, s.file))?);
+                }
+                per_doc.push(doc);
+            }
+        } else {
+            // the chunk pass of the worker, over the chosen chunks of the whole group
+            let tasks: Vec<&ChunkTask> = group.iter().flat_map(|(_, t)| t.iter()).collect();
+            let mut embedded = docpipe_worker::batch::embed_chunks(model, &tasks, budget).into_iter();
+            for (s, tasks) in group {
+                let mut pooled: BTreeMap<usize, Vec<f32>> = BTreeMap::new();
+                for t in tasks {
+                    let e = embedded.next().context("one result per chunk")?;
+                    let e = e
+                        .map_err(|e| anyhow::anyhow!(e.message))
+                        .with_context(|| format!("embedding chunk {} of {}", t.meta.index, s.file))?;
+                    let owned = t.meta.owned_tokens[0] as usize..t.meta.owned_tokens[1] as usize;
+                    for seg in e.segments {
+                        if docpipe_chunker::owns(&owned, &(seg.tokens[0] as usize..seg.tokens[1] as usize)) {
+                            pooled.insert(seg.index as usize, seg.embedding);
+                        }
+                    }
+                }
+                let doc = s
+                    .chosen
+                    .iter()
+                    .map(|x| {
+                        pooled.remove(&x.index).with_context(|| {
+                            format!("segment {} of {}: no contextual embedding from its chunk", x.index, s.file)
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                per_doc.push(doc);
+            }
+        }
+        for ((s, _), doc) in group.iter().zip(per_doc) {
             let mut raw = Vec::with_capacity(s.chosen.len() * 768 * 4);
-            for x in &s.chosen {
-                let e = embedded.next().context("one embedding per segment")?;
-                let e = e.with_context(|| format!("embedding segment {} of {}", x.index, s.file))?;
+            for e in doc {
                 raw.extend(e.iter().flat_map(|f| f.to_le_bytes()));
             }
             write_atomic(&dir.join(format!("{}.f32", s.pdf_sha256)), &raw)?;
@@ -233,6 +340,7 @@ pub async fn corpus(c: &Common, w: &WorkerArgs, ocr: &OcrArgs, o: &Options) -> R
         present: &present,
         rarity: rarity.into_iter().map(|(_, c)| c).collect(),
         plan: o.plan,
+        embeddings: o.embeddings,
         seed: o.seed,
         model: None,
         budget: defaults::CPU_BATCH_TOKENS,
@@ -240,7 +348,7 @@ pub async fn corpus(c: &Common, w: &WorkerArgs, ocr: &OcrArgs, o: &Options) -> R
     info!(documents = files.len(), cache = %dir.display(), "preparing labelled documents");
     let (mut sampled, mut pdf_lines, mut failed) = (Vec::new(), Vec::new(), Vec::new());
     let (mut embedded_now, mut tokens_now, mut extract_seconds, mut embed_seconds) = (0usize, 0usize, 0f64, 0f64);
-    let mut group: Vec<Sampled> = Vec::new();
+    let mut group: Vec<(Sampled, Vec<ChunkTask>)> = Vec::new();
     for (k, file) in files.iter().enumerate() {
         let (pdf, sha) = sha256_file(&o.pdfs.join(file))?;
         pdf_lines.push(format!("{sha}  {file}"));
@@ -264,9 +372,9 @@ pub async fn corpus(c: &Common, w: &WorkerArgs, ocr: &OcrArgs, o: &Options) -> R
             let t0 = Instant::now();
             trainer.embed_and_cache(c, w, &group, &dir)?;
             let secs = t0.elapsed().as_secs_f64();
-            let tokens: usize = group.iter().map(|s| s.tokens).sum();
-            let segments: usize = group.iter().map(|s| s.chosen.len()).sum();
-            let all: usize = group.iter().map(|s| s.segments).sum();
+            let tokens: usize = group.iter().map(|(s, _)| s.tokens).sum();
+            let segments: usize = group.iter().map(|(s, _)| s.chosen.len()).sum();
+            let all: usize = group.iter().map(|(s, _)| s.segments).sum();
             embedded_now += group.len();
             tokens_now += tokens;
             embed_seconds += secs;
@@ -280,7 +388,7 @@ pub async fn corpus(c: &Common, w: &WorkerArgs, ocr: &OcrArgs, o: &Options) -> R
                 tokens as f64 / secs.max(1e-9),
                 per_doc * (files.len() - k - 1) as f64 / 60.0
             );
-            sampled.append(&mut group);
+            sampled.extend(group.drain(..).map(|(s, _)| s));
         }
     }
     let cached = sampled.len() - embedded_now;
@@ -332,7 +440,7 @@ pub async fn run(c: &Common, w: &WorkerArgs, ocr: &OcrArgs, o: &Options) -> Resu
         version: artifact::VERSION,
         name: o.name.clone(),
         model: model_name,
-        embeddings: "standalone".into(),
+        embeddings: o.embeddings.name().into(),
         dim: queries[0].query.len(),
         training: artifact::Training {
             labels: o.labels.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),

@@ -114,6 +114,106 @@ pub fn choose(
     out
 }
 
+/// How many chunks of a training document are forwarded when the scorer learns the
+/// contextual segment embeddings (each segment pooled inside its chunk, as the worker's chunk
+/// pass stores it): a chunk forward yields every segment the chunk owns, so the unit of cost
+/// is the chunk, not the segment.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ChunkPlan {
+    /// Chunks chosen for their positives (rarest category first), at most.
+    pub positive_chunks: usize,
+    /// Chunks drawn at random from the rest, at most.
+    pub random_chunks: usize,
+}
+
+impl ChunkPlan {
+    /// Every chunk of the document: what an evaluation forwards.
+    pub const WHOLE: ChunkPlan = ChunkPlan { positive_chunks: usize::MAX, random_chunks: usize::MAX };
+}
+
+/// The chunks of one document to forward, and its segments to learn from with their weights,
+/// for contextual embeddings. `owner[i]`: the chunk that owns segment `i` (the aggregator's
+/// rule), `None` for none. Chunks are taken first for positives: round after round, each
+/// category (rarest first) not yet holding `round` positives in the taken chunks adds the
+/// chunk owning its best untaken positive, until `positive_chunks` are taken. Every segment
+/// those chunks own is learned from at weight 1 (they are taken whole: a census of that
+/// part of the document). Then `random_chunks` of the rest are drawn (seeded), and each of
+/// their segments stands for its share of the segments the untaken chunks own: with the
+/// census part, an unbiased estimate of the whole document's loss.
+pub fn choose_chunks(
+    owner: &[Option<usize>],
+    gold: &Gold,
+    positives: &Positives,
+    rarity: &[String],
+    plan: &ChunkPlan,
+    seed: u64,
+) -> (Vec<usize>, Vec<(usize, f32)>) {
+    let n_chunks = owner.iter().flatten().max().map_or(0, |m| m + 1);
+    let candidates: Vec<Vec<usize>> = rarity
+        .iter()
+        .map(|cat| {
+            let mut matched: BTreeMap<usize, usize> = BTreeMap::new();
+            for m in gold.get(cat).into_iter().flatten() {
+                for &i in m {
+                    *matched.entry(i).or_default() += 1;
+                }
+            }
+            let mut c: Vec<usize> = positives.get(cat).into_iter().flatten().copied().collect();
+            c.sort_by_key(|i| (std::cmp::Reverse(matched.get(i).copied().unwrap_or(0)), *i));
+            c.retain(|&i| owner.get(i).copied().flatten().is_some());
+            c
+        })
+        .collect();
+    let mut taken: BTreeSet<usize> = BTreeSet::new();
+    let rounds = candidates.iter().map(|c| c.len()).max().unwrap_or(0);
+    'rounds: for round in 1..=rounds {
+        for c in &candidates {
+            if taken.len() >= plan.positive_chunks.min(n_chunks) {
+                break 'rounds;
+            }
+            let in_taken = |i: &&usize| owner[**i].is_some_and(|o| taken.contains(&o));
+            if c.iter().filter(in_taken).count() >= round {
+                continue;
+            }
+            if let Some(o) = c.iter().find(|i| !in_taken(i)).and_then(|&i| owner[i]) {
+                taken.insert(o);
+            }
+        }
+    }
+    // the rest: a seeded partial Fisher-Yates shuffle
+    let mut others: Vec<usize> = (0..n_chunks).filter(|c| !taken.contains(c)).collect();
+    let mut x = seed | 1;
+    let draws = plan.random_chunks.min(others.len());
+    for k in 0..draws {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let j = k + (x % (others.len() - k) as u64) as usize;
+        others.swap(k, j);
+    }
+    let drawn: BTreeSet<usize> = others[..draws].iter().copied().collect();
+    let owned_by = |set: &BTreeSet<usize>| owner.iter().filter(|o| o.is_some_and(|o| set.contains(&o))).count();
+    let rest: BTreeSet<usize> = others.iter().copied().collect();
+    let (in_rest, in_drawn) = (owned_by(&rest), owned_by(&drawn));
+    let weight = if in_drawn == 0 { 0.0 } else { in_rest as f32 / in_drawn as f32 };
+    let segments = owner
+        .iter()
+        .enumerate()
+        .filter_map(|(i, o)| {
+            let o = (*o)?;
+            if taken.contains(&o) {
+                Some((i, 1.0))
+            } else if drawn.contains(&o) {
+                Some((i, weight))
+            } else {
+                None
+            }
+        })
+        .collect();
+    let chunks = taken.union(&drawn).copied().collect();
+    (chunks, segments)
+}
+
 /// A training document as cached between runs: its chosen segments (with everything but the
 /// embeddings, which are cached beside it), its gold clauses and positives (indices into
 /// `chosen`), and the categories its answers say are present.
@@ -129,6 +229,10 @@ pub struct Sampled {
     pub present: BTreeSet<String>,
     /// Gold clauses not located in the text.
     pub unlocated: usize,
+    /// For contextual embeddings: the chunks forwarded (indices into the document's chunks);
+    /// empty for standalone ones.
+    #[serde(default)]
+    pub chunks: Vec<usize>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -180,6 +284,7 @@ impl Sampled {
                 .collect(),
             present: BTreeSet::new(),
             unlocated: 0,
+            chunks: Vec::new(),
         }
     }
 
@@ -263,6 +368,40 @@ mod tests {
         let mut holes = lengths.clone();
         holes[3] = 0;
         assert!(choose(&holes, &gold, &positives, &rarity, &plan, 7).iter().all(|p| p.0 != 3));
+    }
+
+    #[test]
+    fn chunks_for_positives_rarest_first_then_drawn_chunks_standing_for_the_rest() {
+        let cat = |c: &str| c.to_string();
+        // 10 chunks of 4 segments each: segment i is owned by chunk i / 4
+        let owner: Vec<Option<usize>> = (0..40).map(|i| Some(i / 4)).collect();
+        // A (common): positives in chunks 1 and 5; B (rare): in chunk 8
+        let gold = BTreeMap::from([(cat("A"), vec![vec![5], vec![21]]), (cat("B"), vec![vec![33]])]);
+        let positives = BTreeMap::from([(cat("A"), BTreeSet::from([5, 21])), (cat("B"), BTreeSet::from([33]))]);
+        let rarity = vec![cat("B"), cat("A")];
+        let plan = ChunkPlan { positive_chunks: 2, random_chunks: 2 };
+        let (chunks, segs) = choose_chunks(&owner, &gold, &positives, &rarity, &plan, 7);
+        // B's chunk first, then A's earliest best positive
+        let census: Vec<usize> = segs.iter().filter(|p| p.1 == 1.0).map(|p| p.0 / 4).collect();
+        assert_eq!(census, vec![1, 1, 1, 1, 8, 8, 8, 8]);
+        assert_eq!(chunks.len(), 4);
+        // the 2 drawn chunks' 8 segments stand for the 32 of the 8 untaken chunks
+        let drawn: Vec<&(usize, f32)> = segs.iter().filter(|p| p.1 != 1.0).collect();
+        assert_eq!(drawn.len(), 8);
+        assert!(drawn.iter().all(|p| (p.1 - 4.0).abs() < 1e-6));
+        assert!((segs.iter().map(|p| p.1).sum::<f32>() - 40.0).abs() < 1e-3);
+        assert_eq!((chunks.clone(), segs.clone()), choose_chunks(&owner, &gold, &positives, &rarity, &plan, 7));
+        // a third positive chunk serves A's second positive
+        let three = ChunkPlan { positive_chunks: 3, random_chunks: 0 };
+        let (chunks, segs) = choose_chunks(&owner, &gold, &positives, &rarity, &three, 7);
+        assert_eq!(chunks, vec![1, 5, 8]);
+        assert!(segs.iter().all(|p| p.1 == 1.0));
+        // the whole document: every owned segment once, at weight 1
+        let mut holes = owner.clone();
+        holes[0] = None;
+        let (chunks, segs) = choose_chunks(&holes, &gold, &positives, &rarity, &ChunkPlan::WHOLE, 7);
+        assert_eq!(chunks, (0..10).collect::<Vec<_>>());
+        assert_eq!(segs, (1..40).map(|i| (i, 1.0)).collect::<Vec<_>>());
     }
 
     #[test]
