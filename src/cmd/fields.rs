@@ -58,6 +58,8 @@ pub struct Extractor {
     decoder: Decoder,
     model: String,
     constraints: Vec<Arc<Constraint>>,
+    /// Ask the fields whose policy never stores the model's answer too (`--fields-ask-all`).
+    ask_all: bool,
 }
 
 impl Extractor {
@@ -76,7 +78,7 @@ impl Extractor {
                 Ok(Arc::new(Constraint::new(Arc::new(schema), texts.clone())))
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Extractor { decoder, model, constraints })
+        Ok(Extractor { decoder, model, constraints, ask_all: args.fields_ask_all })
     }
 
     pub fn engine_stats(&self) -> &docpipe_model::engine::Stats {
@@ -120,8 +122,10 @@ impl Extractor {
         }
         // (document, field) → outcome and the answer's confidence
         let mut outcomes: BTreeMap<(usize, usize), (Outcome, Option<String>, Option<f32>)> = BTreeMap::new();
-        let mut jobs: Vec<(usize, usize)> =
-            (0..docs.len()).flat_map(|d| (0..FIELDS.len()).map(move |f| (d, f))).collect();
+        // a field the rules alone answer is asked only for comparison (`--fields-ask-all`)
+        let asked: Vec<usize> =
+            (0..FIELDS.len()).filter(|&f| self.ask_all || may_store_model(FIELDS[f].policy)).collect();
+        let mut jobs: Vec<(usize, usize)> = (0..docs.len()).flat_map(|d| asked.iter().map(move |&f| (d, f))).collect();
         for strict in [false, true] {
             if jobs.is_empty() {
                 break;
@@ -216,10 +220,15 @@ impl Extractor {
         // per field: (model outcome, raw, confidence), (rules outcome, hit), the source chosen
         let mut answers = Vec::new();
         for (f, field) in FIELDS.iter().enumerate() {
-            let Some((outcome, raw, confidence)) = outcomes.get(&(d, f)).cloned() else { continue };
             let Some((by_rules, hit)) = rules.remove(field.key) else { continue };
+            // not asked: a field the rules alone answer
+            let (outcome, raw, confidence, asked) = match outcomes.get(&(d, f)).cloned() {
+                Some((o, raw, confidence)) => (o, raw, confidence, true),
+                None if !may_store_model(field.policy) => (Outcome::None, None, None, false),
+                None => continue,
+            };
             let source = choose(field.policy, &outcome, &by_rules);
-            answers.push((field, (outcome, raw, confidence), (by_rules, hit), source));
+            answers.push((field, (outcome, raw, confidence, asked), (by_rules, hit), source));
         }
         let stored = |key: &str| {
             answers.iter().find(|a| a.0.key == key).map(|(_, m, r, s)| match s {
@@ -229,25 +238,29 @@ impl Extractor {
         };
         let (effective, agreement) = (stored("effective_date"), stored("agreement_date"));
         let mut rows = Vec::new();
-        for (field, (mut outcome, raw, confidence), (mut by_rules, hit), source) in answers {
+        for (field, (mut outcome, raw, confidence, asked), (mut by_rules, hit), source) in answers {
             if field.key == "expiration_date" {
                 outcome = resolve_expiration(outcome, effective.as_ref(), agreement.as_ref());
                 by_rules = resolve_expiration(by_rules, effective.as_ref(), agreement.as_ref());
             }
             let rules_raw = hit.as_ref().map(|h| h.raw.clone());
-            let row = match (source, hit) {
-                (Source::Rules, Some(hit)) => {
-                    let evidence = serde_json::json!([{
-                        "segment": null, "char_start": hit.evidence.start, "char_end": hit.evidence.end, "page": null
-                    }]);
-                    let mut row = field_row(field.key, &by_rules, Some(hit.raw), evidence, None, "rules", "rules");
-                    row.alternative = Some(alternative("model", &outcome, raw.as_deref()));
+            let row = match source {
+                Source::Rules => {
+                    // no hit: a field whose policy takes the rules' silence as its answer
+                    let evidence = match &hit {
+                        Some(hit) => serde_json::json!([{
+                            "segment": null, "char_start": hit.evidence.start, "char_end": hit.evidence.end, "page": null
+                        }]),
+                        None => serde_json::json!([]),
+                    };
+                    let mut row = field_row(field.key, &by_rules, rules_raw, evidence, None, "rules", "rules");
+                    row.alternative = asked.then(|| alternative("model", &outcome, raw.as_deref(), confidence));
                     row
                 }
-                _ => {
+                Source::Model => {
                     let evidence = evidence_json(field, ctx);
                     let mut row = field_row(field.key, &outcome, raw, evidence, confidence, "model", &self.model);
-                    row.alternative = Some(alternative("rules", &by_rules, rules_raw.as_deref()));
+                    row.alternative = Some(alternative("rules", &by_rules, rules_raw.as_deref(), None));
                     row
                 }
             };
@@ -256,6 +269,11 @@ impl Extractor {
         rows.extend(presence_rows(input));
         rows
     }
+}
+
+/// Whether a field's policy ever stores the model's answer (else the model is not asked).
+fn may_store_model(policy: Policy) -> bool {
+    policy.first == Source::Model || policy.fill
 }
 
 /// The document's context: its opening and the best passages for each field's category.
@@ -338,14 +356,14 @@ pub fn field_row(
     }
 }
 
-/// An answer as the `alternative` column keeps it.
-fn alternative(source: &str, outcome: &Outcome, raw: Option<&str>) -> serde_json::Value {
+/// An answer as the `alternative` column keeps it (the model's with its confidence).
+fn alternative(source: &str, outcome: &Outcome, raw: Option<&str>, confidence: Option<f32>) -> serde_json::Value {
     let (status, value) = match outcome {
         Outcome::Answered(v) => ("answered", v.clone()),
         Outcome::None => ("none", Value::None),
         Outcome::Invalid(_) => ("unknown", Value::None),
     };
-    serde_json::json!({"source": source, "status": status, "raw": raw, "value": value})
+    serde_json::json!({"source": source, "status": status, "raw": raw, "value": value, "confidence": confidence})
 }
 
 /// The clause scorer's presence answers for the categories that are not answer fields.
@@ -583,7 +601,9 @@ pub async fn show(c: &Common, document: &str) -> Result<()> {
 pub async fn eval(c: &Common, args: &DecoderArgs, labels_path: &Path, bucket: &str, group: usize) -> Result<()> {
     let labels = docpipe_fields::eval::read_labels(labels_path)?;
     let opts = ExtractOptions { bucket: Some(bucket.to_string()), documents: Vec::new(), redo: false, group };
-    extract(c, args, &opts).await?;
+    // the model's answer to every field, for the comparison below (the stored ones are the same)
+    let args = DecoderArgs { fields_ask_all: true, ..args.clone() };
+    extract(c, &args, &opts).await?;
     let pool = setup::db(c).await?;
     let wanted = labels.files();
     let mut files = Vec::new();

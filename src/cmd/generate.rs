@@ -53,6 +53,12 @@ pub struct DecoderArgs {
     /// its questions); `false` prefills every prompt whole.
     #[arg(long, env = "DOCPIPE_PREFIX_REUSE", default_value_t = true, action = clap::ArgAction::Set)]
     pub prefix_reuse: bool,
+    /// Contract fields: also ask the decoder the fields whose stored answer comes from the
+    /// rule-based reader alone (agreement and effective dates, renewal term, notice period,
+    /// governing law), so that its answer is kept beside the rules' (`alternative`) for
+    /// comparison; about twice the decoding per contract. `eval-fields` always asks them.
+    #[arg(long = "fields-ask-all", env = "DOCPIPE_FIELDS_ASK_ALL", default_value_t = false, action = clap::ArgAction::Set)]
+    pub fields_ask_all: bool,
 }
 
 /// The default model file, as `make decoder` puts it in `$DOCPIPE_HOME`.

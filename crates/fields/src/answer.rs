@@ -100,7 +100,8 @@ pub fn rules_answers(text: &str) -> BTreeMap<&'static str, (Outcome, Option<Foun
 /// Whose answer to store under `policy`, given what the model and the rules made of a field.
 /// An answer counts when it is a value of the field's type; the second source is taken only
 /// where the first has none and the second has one.
-/// Where neither has an answer, the model's row (which says why an answer was not valid).
+/// A policy without fill always takes its first source. Where neither has an answer under a
+/// policy with fill, the model's row (which says why an answer was not valid).
 pub fn choose(policy: Policy, model: &Outcome, rules: &Outcome) -> Source {
     let answered = |o: &Outcome| matches!(o, Outcome::Answered(_));
     let (first, second, other) = match policy.first {
@@ -109,8 +110,8 @@ pub fn choose(policy: Policy, model: &Outcome, rules: &Outcome) -> Source {
     };
     match (answered(first), answered(second)) {
         (true, _) => policy.first,
-        (false, true) if policy.fill => other,
-        (false, true) => policy.first,
+        _ if !policy.fill => policy.first,
+        (false, true) => other,
         (false, false) => Source::Model,
     }
 }
@@ -161,7 +162,7 @@ mod tests {
 
     #[test]
     fn the_policy_picks_the_first_answer_and_fills_gaps() {
-        use crate::{MODEL, MODEL_THEN_RULES, RULES_THEN_MODEL};
+        use crate::{MODEL, MODEL_THEN_RULES, RULES, RULES_THEN_MODEL};
         let yes = Outcome::Answered(Value::Perpetual);
         let bad = Outcome::Invalid("x".into());
         assert_eq!(choose(MODEL, &Outcome::None, &yes), Source::Model);
@@ -173,5 +174,9 @@ mod tests {
         assert_eq!(choose(RULES_THEN_MODEL, &yes, &Outcome::None), Source::Model);
         // neither answers: the model's row, with its reason
         assert_eq!(choose(RULES_THEN_MODEL, &bad, &Outcome::None), Source::Model);
+        // rules only: their silence is the answer, whatever the model says
+        assert_eq!(choose(RULES, &yes, &yes), Source::Rules);
+        assert_eq!(choose(RULES, &yes, &Outcome::None), Source::Rules);
+        assert_eq!(choose(RULES, &bad, &Outcome::None), Source::Rules);
     }
 }
