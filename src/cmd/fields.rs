@@ -123,8 +123,7 @@ impl Extractor {
         // (document, field) → outcome and the answer's confidence
         let mut outcomes: BTreeMap<(usize, usize), (Outcome, Option<String>, Option<f32>)> = BTreeMap::new();
         // a field the rules alone answer is asked only for comparison (`--fields-ask-all`)
-        let asked: Vec<usize> =
-            (0..FIELDS.len()).filter(|&f| self.ask_all || may_store_model(FIELDS[f].policy)).collect();
+        let asked: Vec<usize> = (0..FIELDS.len()).filter(|&f| self.ask_all || FIELDS[f].policy.uses_model()).collect();
         let mut jobs: Vec<(usize, usize)> = (0..docs.len()).flat_map(|d| asked.iter().map(move |&f| (d, f))).collect();
         for strict in [false, true] {
             if jobs.is_empty() {
@@ -224,7 +223,7 @@ impl Extractor {
             // not asked: a field the rules alone answer
             let (outcome, raw, confidence, asked) = match outcomes.get(&(d, f)).cloned() {
                 Some((o, raw, confidence)) => (o, raw, confidence, true),
-                None if !may_store_model(field.policy) => (Outcome::None, None, None, false),
+                None if !field.policy.uses_model() => (Outcome::None, None, None, false),
                 None => continue,
             };
             let source = choose(field.policy, &outcome, &by_rules);
@@ -269,11 +268,6 @@ impl Extractor {
         rows.extend(presence_rows(input));
         rows
     }
-}
-
-/// Whether a field's policy ever stores the model's answer (else the model is not asked).
-fn may_store_model(policy: Policy) -> bool {
-    policy.first == Source::Model || policy.fill
 }
 
 /// The document's context: its opening and the best passages for each field's category.
@@ -677,6 +671,14 @@ pub async fn eval(c: &Common, args: &DecoderArgs, labels_path: &Path, bucket: &s
         }
         docpipe_fields::eval::score(&labels, &files, &out, &present)
     };
+    // documents extracted without --fields-ask-all have no model answer for the rules' fields
+    let not_asked = files
+        .iter()
+        .flat_map(|file| {
+            FIELDS.iter().filter(|f| !f.policy.uses_model()).map(move |f| (file.clone(), f.key.to_string()))
+        })
+        .filter(|key| !model_only.contains_key(key))
+        .count();
     let mr = combined(MODEL_THEN_RULES);
     let rm = combined(RULES_THEN_MODEL);
     println!("\nfield extraction on {} contracts ({}), against {}", files.len(), bucket, labels_path.display());
@@ -719,6 +721,13 @@ pub async fn eval(c: &Common, args: &DecoderArgs, labels_path: &Path, bucket: &s
         m.presence_precision(),
         m.presence_recall()
     );
+    if not_asked > 0 {
+        println!(
+            "note: {not_asked} answers of the rules-only fields were never asked of the model (documents extracted \
+             without --fields-ask-all); the model columns count them as none. `docpipe extract-fields --redo \
+             --fields-ask-all --bucket {bucket}` asks them"
+        );
+    }
     print_misses(&m);
     println!("fields_accuracy_model_only {:.2}", o.accuracy());
     println!("fields_accuracy_rules {:.2}", b.accuracy());

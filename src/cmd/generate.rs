@@ -56,7 +56,7 @@ pub struct DecoderArgs {
     /// Contract fields: also ask the decoder the fields whose stored answer comes from the
     /// rule-based reader alone (agreement and effective dates, renewal term, notice period,
     /// governing law), so that its answer is kept beside the rules' (`alternative`) for
-    /// comparison; about twice the decoding per contract. `eval-fields` always asks them.
+    /// comparison; about a third more time per contract. `eval-fields` always asks them.
     #[arg(long = "fields-ask-all", env = "DOCPIPE_FIELDS_ASK_ALL", default_value_t = false, action = clap::ArgAction::Set)]
     pub fields_ask_all: bool,
 }

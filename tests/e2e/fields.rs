@@ -2,8 +2,9 @@ use crate::common::docpipe;
 use crate::fixture::Run;
 
 /// The run with `--fields` queued every done document on P.fields and its fields worker (the
-/// small decoder) stored one row per answer field (the model's or the rules' answer, the
-/// other source's beside it) and one presence row per other category;
+/// small decoder) stored one row per answer field (the model's or the rules' answer, by the
+/// field's policy, the other source's beside it where it was asked) and one presence row per
+/// other category;
 /// answers are typed, the wide view has a row per contract, failed documents have none, and
 /// `docpipe fields` prints a contract's answers.
 pub async fn done_documents_get_their_fields(run: &Run) {
@@ -33,8 +34,14 @@ pub async fn done_documents_get_their_fields(run: &Run) {
         assert_eq!(presence.len(), 41 - docpipe_fields::FIELDS.len(), "{key}: one presence row per other category");
         for (field, status, value_type, canonical, raw, source, version, other) in &answers {
             assert_eq!(version, docpipe_fields::prompt::PROMPT_VERSION);
-            let expected_other = if source == "model" { "rules" } else { "model" };
-            assert_eq!(other.as_deref(), Some(expected_other), "{key} {field}: the other source's answer is kept");
+            let policy = docpipe_fields::field(field).map(|f| f.policy);
+            if policy.is_some_and(|p| p.uses_model()) {
+                let expected_other = if source == "model" { "rules" } else { "model" };
+                assert_eq!(other.as_deref(), Some(expected_other), "{key} {field}: the other source's answer is kept");
+            } else {
+                // the rules alone answer it: the model is not asked (no --fields-ask-all)
+                assert_eq!((source.as_str(), other.as_deref()), ("rules", None), "{key} {field}");
+            }
             match status.as_str() {
                 "answered" => {
                     assert!(

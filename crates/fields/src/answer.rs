@@ -178,5 +178,7 @@ mod tests {
         assert_eq!(choose(RULES, &yes, &yes), Source::Rules);
         assert_eq!(choose(RULES, &yes, &Outcome::None), Source::Rules);
         assert_eq!(choose(RULES, &bad, &Outcome::None), Source::Rules);
+        assert!(!RULES.uses_model());
+        assert!(MODEL.uses_model() && MODEL_THEN_RULES.uses_model() && RULES_THEN_MODEL.uses_model());
     }
 }

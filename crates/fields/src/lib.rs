@@ -66,6 +66,13 @@ pub struct Policy {
     pub fill: bool,
 }
 
+impl Policy {
+    /// Whether this policy ever stores the model's answer; if not, the model need not be asked.
+    pub fn uses_model(self) -> bool {
+        self.first == Source::Model || self.fill
+    }
+}
+
 /// The model answers; where it finds nothing, nothing is stored.
 pub const MODEL: Policy = Policy { first: Source::Model, fill: false };
 /// The model answers; where it finds nothing, the rules may.
