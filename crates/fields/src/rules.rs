@@ -781,10 +781,11 @@ static AD_OTHER_AGREEMENT: LazyLock<Regex> = LazyLock::new(|| {
 });
 /// A date of some other document that the text mentions in passing ("that certain
 /// Non-Disclosure Agreement between them dated ...", "supersedes ... dated", "a project
-/// memorandum dated").
+/// memorandum dated", "the United Nations Convention on Contracts for the International Sale of
+/// Goods dated 11 April 1980").
 static AD_OTHER_DOCUMENT: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)(?:\bthat\s+certain\b|\bsupersed\w*|\breplac\w*|\bprior\b|\bprevious\w*|\boriginal\w*|\bexisting\b|\bmemorandum\b|\bletter\b|\bnon-?disclosure\b|\bconfidentiality\s+agreement\b|\bbetween\s+them\b|\bpurchase\s+order\b|\binvoice\b|\bnotice\b)[^.;]{0,80}\bdated\s*:?\s*(?:as\s+of\s+)?(?:(?:this|the)\s+)?$",
+        r"(?i)(?:\bthat\s+certain\b|\bsupersed\w*|\breplac\w*|\bprior\b|\bprevious\w*|\boriginal\w*|\bexisting\b|\bmemorandum\b|\bletter\b|\bnon-?disclosure\b|\bconfidentiality\s+agreement\b|\bbetween\s+them\b|\bpurchase\s+order\b|\binvoice\b|\bnotice\b|\bconvention\b|\btreaty\b)[^.;]{0,80}\bdated\s*:?\s*(?:as\s+of\s+)?(?:(?:this|the)\s+)?$",
     )
 });
 static AD_DATED_ANY: LazyLock<Regex> = LazyLock::new(|| {
@@ -1905,6 +1906,8 @@ mod tests {
     #[test]
     fn agreement_date_skips_another_documents_date() {
         let t = "This Agreement is between A and B. 6.1 The parties agree that this section is long enough to leave the heading behind, because the heading of a contract is only its first few hundred characters, and a date in a clause of the body is not read as the date of the heading at all. 6.2 The parties agree that all terms of that certain Microsoft Corporation Non-Disclosure Agreement between them dated March 18, 1997, shall govern.";
+        assert_eq!(get(t, "agreement_date"), None);
+        let t = "This Agreement is between A and B. 6.1 The parties agree that this section is long enough to leave the heading behind, because the heading of a contract is only its first few hundred characters. 6.2 This Agreement shall be governed by the laws of the Netherlands, excluding the United Nations Convention on Contracts for the International Sale of Goods dated 11 April 1980 (CISG).";
         assert_eq!(get(t, "agreement_date"), None);
     }
 
