@@ -34,8 +34,8 @@ pub async fn done_documents_get_their_fields(run: &Run) {
         assert_eq!(presence.len(), 41 - docpipe_fields::FIELDS.len(), "{key}: one presence row per other category");
         for (field, status, value_type, canonical, raw, source, version, other) in &answers {
             assert_eq!(version, docpipe_fields::prompt::PROMPT_VERSION);
-            let policy = docpipe_fields::field(field).map(|f| f.policy);
-            if policy.is_some_and(|p| p.uses_model()) {
+            let policy = docpipe_fields::field(field).unwrap_or_else(|| panic!("{key}: unknown field {field}")).policy;
+            if policy.uses_model() {
                 let expected_other = if source == "model" { "rules" } else { "model" };
                 assert_eq!(other.as_deref(), Some(expected_other), "{key} {field}: the other source's answer is kept");
             } else {

@@ -1,8 +1,10 @@
 //! The rule-based baseline on texts already extracted, for working on the rules: `cargo run -p
 //! docpipe-fields --example rules_on_texts -- LABELS.tsv FILES.tsv [FIELD]`, where FILES.tsv
 //! lists `file<TAB>text path` (`docpipe eval-fields --pdfs` caches the texts under
-//! `$DOCPIPE_HOME/text`). Prints accuracy per field, then each miss of FIELD (or of all) with
-//! the gold answer, the rules' answer and their evidence.
+//! `$DOCPIPE_HOME/text`). Prints per field the accuracy, how often the rules answer, how often
+//! they are right when they do, and how often CUAD has no answer where they find none; then
+//! each miss of FIELD (or of all; `none` lists no miss) with the gold answer, the rules' answer
+//! and their evidence.
 
 use std::collections::BTreeMap;
 
@@ -36,15 +38,26 @@ fn main() {
         names.push(file.to_string());
     }
     let r = score(&labels, &names, &predicted, &BTreeMap::new());
-    println!("{:<38} {:>8} {:>9} {:>10}", "field", "accuracy", "answered", "precision");
+    // "silent → none": where the rules find nothing, how often CUAD says the contract does not
+    // state the field either (what a guess by another reader there would have to beat)
+    println!("{:<38} {:>8} {:>9} {:>10} {:>15}", "field", "accuracy", "answered", "precision", "silent → none");
     for &(k, c, t) in &r.per_field {
-        let rows = r.rows.iter().filter(|x| x.field == k && x.predicted != "none");
-        let (answered, right) = rows.fold((0, 0), |(a, c), x| (a + 1, c + x.correct as usize));
+        let (answered, right) = r
+            .rows
+            .iter()
+            .filter(|x| x.field == k && x.predicted != "none")
+            .fold((0, 0), |(a, c), x| (a + 1, c + x.correct as usize));
+        let (silent, none) = r
+            .rows
+            .iter()
+            .filter(|x| x.field == k && x.predicted == "none")
+            .fold((0, 0), |(s, n), x| (s + 1, n + x.correct as usize));
         println!(
-            "{k:<38} {:>8.3} {:>9.2} {:>10.3}",
+            "{k:<38} {:>8.3} {:>9.2} {:>10.3} {:>8.2} of {silent:>3}",
             c as f64 / t.max(1) as f64,
             answered as f64 / t.max(1) as f64,
-            right as f64 / answered.max(1) as f64
+            right as f64 / answered.max(1) as f64,
+            none as f64 / silent.max(1) as f64
         );
     }
     println!("overall {:.3}", r.accuracy());
