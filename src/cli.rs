@@ -171,10 +171,20 @@ pub struct WorkerArgs {
     pub max_wait_ms: u64,
     #[arg(long, env = "DOCPIPE_PREFETCH", default_value_t = defaults::WORKER_PREFETCH)]
     pub prefetch: u16,
-    /// Also embed each segment on its own, for clause labels (about as many model tokens
-    /// again, in short sequences; `false`: labels score the contextual segment embeddings).
-    #[arg(long, env = "DOCPIPE_STANDALONE_SEGMENTS", default_value_t = true, action = clap::ArgAction::Set)]
-    pub standalone_segments: bool,
+    /// Which segments are also embedded on their own, for clause labels: `all` (about as many
+    /// model tokens again, in short sequences), `candidates` (those the shipped clause scorer
+    /// finds likely for some category from their contextual embedding, see
+    /// --standalone-margin; about 3 in 10), or `none` (labels score the contextual embeddings).
+    /// `true` and `false` are read as `all` and `none`.
+    #[arg(long, env = "DOCPIPE_STANDALONE_SEGMENTS", default_value = "candidates",
+          value_parser = ["all", "candidates", "none", "true", "false"])]
+    pub standalone_segments: String,
+    /// With `--standalone-segments candidates`: a segment is embedded on its own when some
+    /// category scores it, from its contextual embedding, at least this far (in log-odds)
+    /// above that category's presence threshold. Lower embeds more.
+    #[arg(long, env = "DOCPIPE_STANDALONE_MARGIN", default_value_t = docpipe_clauses::candidates::DEFAULT_MARGIN,
+          allow_negative_numbers = true)]
+    pub standalone_margin: f32,
     /// Intra-op threads for CPU inference (0 = libtorch's default).
     #[arg(long, env = "DOCPIPE_THREADS", default_value_t = 0)]
     pub threads: i32,
@@ -323,6 +333,13 @@ pub enum Cmd {
         /// pooled inside the chunk that owns it.
         #[arg(long, default_value = "labelled", value_parser = ["labelled", "contextual"])]
         embeddings: String,
+        /// With `--bucket` (documents stored with every standalone embedding, e.g. by a run
+        /// with `--standalone-segments all`): score as if the worker had run with
+        /// `--standalone-segments candidates --standalone-margin M`, so that a margin's cost
+        /// (the share of segments embedded on their own, printed) and its recall can be read
+        /// before changing it.
+        #[arg(long, value_name = "M", conflicts_with = "pdfs", allow_negative_numbers = true)]
+        standalone_candidates: Option<f32>,
         #[command(flatten)]
         ocr: OcrArgs,
         #[command(flatten)]

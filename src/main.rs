@@ -149,14 +149,19 @@ async fn dispatch(cli: Cli) -> Result<()> {
         Cmd::Labels { learn, bucket, labels, worker } => {
             cmd::labels::run(c, &worker, &labels, learn.as_deref(), bucket.as_deref()).await
         }
-        Cmd::Eval { labels, bucket, pdfs, folds, embeddings, ocr, label_args, worker } => match (bucket, pdfs) {
-            (_, Some(pdfs)) => {
-                let contextual = embeddings == "contextual";
-                cmd::eval::offline(c, &worker, &ocr, &label_args, &labels, &pdfs, folds, contextual).await
+        Cmd::Eval { labels, bucket, pdfs, folds, embeddings, standalone_candidates, ocr, label_args, worker } => {
+            match (bucket, pdfs) {
+                (_, Some(pdfs)) => {
+                    let contextual = embeddings == "contextual";
+                    cmd::eval::offline(c, &worker, &ocr, &label_args, &labels, &pdfs, folds, contextual).await
+                }
+                (Some(bucket), None) => {
+                    let e = cmd::eval::Stored { embeddings: &embeddings, standalone_candidates };
+                    cmd::eval::run(c, &worker, &label_args, &labels, &bucket, folds, e).await
+                }
+                (None, None) => anyhow::bail!("eval needs --bucket or --pdfs"),
             }
-            (Some(bucket), None) => cmd::eval::run(c, &worker, &label_args, &labels, &bucket, folds, &embeddings).await,
-            (None, None) => anyhow::bail!("eval needs --bucket or --pdfs"),
-        },
+        }
         Cmd::TrainClauses {
             labels,
             pdfs,

@@ -12,7 +12,7 @@ use docpipe_model::{calibrate::calibrate_budget, device, SentenceEmbedder};
 use docpipe_store::PgPool;
 use docpipe_text::extract::ExtractLimits;
 use docpipe_text::ModelDir;
-use docpipe_worker::WorkerConfig;
+use docpipe_worker::{Standalone, WorkerConfig};
 use tracing::{info, warn};
 
 use crate::cli::{Common, IngestArgs, LabelArgs, WorkerArgs};
@@ -134,7 +134,34 @@ pub fn worker_config(w: &WorkerArgs, model: &SentenceEmbedder) -> Result<WorkerC
         max_batch_tokens,
         max_wait: Duration::from_millis(w.max_wait_ms),
         prefetch: w.prefetch,
-        standalone_segments: w.standalone_segments,
+        standalone: standalone(w, &model.label())?,
+    })
+}
+
+/// The worker's standalone pass from `--standalone-segments` / `--standalone-margin`; the
+/// candidate rule reads the shipped clause scorer, which must have been trained on `model`'s
+/// embeddings (otherwise every segment is embedded, with a warning).
+fn standalone(w: &WorkerArgs, model: &str) -> Result<Standalone> {
+    use docpipe_clauses::candidates::Candidates;
+    Ok(match w.standalone_segments.as_str() {
+        "all" | "true" => Standalone::All,
+        "none" | "false" => Standalone::Off,
+        _ => {
+            if !w.standalone_margin.is_finite() {
+                bail!("--standalone-margin must be a finite number of log-odds, not {}", w.standalone_margin);
+            }
+            let (artifact, _) = docpipe_clauses::artifact::builtin()?;
+            let model = model.split('/').next().unwrap_or(model);
+            if artifact.model != model {
+                warn!(
+                    scorer = %artifact.name, trained_on = %artifact.model, model,
+                    "the shipped clause scorer was trained on another model's embeddings: every segment is embedded on its own"
+                );
+                return Ok(Standalone::All);
+            }
+            let c = Candidates::new(&artifact, w.standalone_margin);
+            Standalone::Candidates(Arc::new(move |index, e| c.keeps(index as usize, e)))
+        }
     })
 }
 

@@ -9,6 +9,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Result};
+use docpipe_clauses::candidates::{self, Candidates};
 use docpipe_clauses::eval::{self, Scoring};
 use docpipe_clauses::gold;
 use docpipe_clauses::stored::{self, Embeddings};
@@ -75,6 +76,14 @@ pub async fn offline(
     Ok(())
 }
 
+/// Which stored segment embeddings `eval --bucket` scores.
+pub struct Stored<'a> {
+    /// `labelled` or `contextual`.
+    pub embeddings: &'a str,
+    /// Simulate `--standalone-segments candidates` at this margin.
+    pub standalone_candidates: Option<f32>,
+}
+
 pub async fn run(
     c: &Common,
     w: &WorkerArgs,
@@ -82,15 +91,27 @@ pub async fn run(
     labels_file: &Path,
     bucket: &str,
     folds: usize,
-    embeddings: &str,
+    stored_as: Stored<'_>,
 ) -> Result<()> {
     let pool = setup::db(c).await?;
     labels::prepare(c, w, a, &pool).await?;
     let (gold, present) = gold::read_labels(labels_file)?;
-    let embeddings = if embeddings == "contextual" { Embeddings::Contextual } else { Embeddings::Labelled };
-    let (docs, unlocated) = stored::load_docs(&pool, bucket, &gold, &present, embeddings).await?;
+    let contextual = stored_as.embeddings == "contextual";
+    let embeddings = if contextual { Embeddings::Contextual } else { Embeddings::Labelled };
+    let (mut docs, unlocated) = stored::load_docs(&pool, bucket, &gold, &present, embeddings).await?;
     let cats = stored::load(&pool).await?;
     let artifact = a.clause_scorer.load()?;
+    if let Some(t) = stored_as.standalone_candidates {
+        let Some((art, _)) = &artifact else {
+            bail!("--standalone-candidates needs a clause scorer (not --clause-scorer none)")
+        };
+        if contextual {
+            bail!("--standalone-candidates mixes standalone and contextual embeddings: leave --embeddings labelled");
+        }
+        let (ctx, _) = stored::load_docs(&pool, bucket, &gold, &present, Embeddings::Contextual).await?;
+        let kept = candidates::simulate(&mut docs, &ctx, &Candidates::new(art, t))?;
+        println!("standalone candidates at margin {t}: {kept}");
+    }
     let scorers = artifact.as_ref().map(|(a, _)| a.scorers()).unwrap_or_default();
     let table = eval::evaluate(&docs, &cats, &scoring(folds, &artifact, &scorers)?, unlocated, a.label_threshold)?;
     println!("{table}");

@@ -10,6 +10,8 @@ use docpipe_batching::{embed_by_length, pack, split_on_failure, Backend};
 use docpipe_contract::layout::{segment_positions, standalone_input};
 use docpipe_contract::messages::{self, BatchStats, ChunkTask, SegmentEmbedding};
 use docpipe_ops::metrics;
+
+use crate::Standalone;
 use tracing::{debug, info, warn};
 
 /// Why one chunk (alone, after any batch splitting) could not be embedded.
@@ -109,6 +111,7 @@ fn forward<B: Backend>(model: &B, inputs: &[&Input]) -> Result<Vec<Embedded>, B:
                     pooled: [pooled.start as u32, pooled.end as u32],
                     embedding,
                     standalone: None,
+                    standalone_skipped: false,
                 })
                 .collect();
             let published = input.task.published_ms;
@@ -121,21 +124,42 @@ fn forward<B: Backend>(model: &B, inputs: &[&Input]) -> Result<Vec<Embedded>, B:
         .collect())
 }
 
-/// Embed each owned segment of the embedded chunks on its own ([`standalone_input`]), with
-/// [`embed_by_length`]; a segment that fails alone keeps no standalone embedding (its labels
-/// then score the contextual one), so no chunk is lost to this pass.
-pub fn embed_standalone<B: Backend>(model: &B, tasks: &[&ChunkTask], done: &mut [Embedding], budget: usize) {
+/// Embed owned segments of the embedded chunks on their own ([`standalone_input`]), those
+/// `which` keeps, with [`embed_by_length`]; the others are marked `standalone_skipped`. A
+/// segment that fails alone keeps no standalone embedding (its labels then score the
+/// contextual one), so no chunk is lost to this pass.
+pub fn embed_standalone<B: Backend>(
+    model: &B,
+    tasks: &[&ChunkTask],
+    done: &mut [Embedding],
+    budget: usize,
+    which: &Standalone,
+) {
     // (chunk, segment) and its input ids
     let mut slots: Vec<(usize, usize)> = Vec::new();
     let mut seqs: Vec<Vec<u32>> = Vec::new();
-    for (c, (task, d)) in tasks.iter().zip(done.iter()).enumerate() {
+    let mut skipped = 0;
+    for (c, (task, d)) in tasks.iter().zip(done.iter_mut()).enumerate() {
         let Ok(e) = d else { continue };
-        for (k, seg) in e.segments.iter().enumerate() {
-            if let Some(ids) = standalone_input(task, seg.tokens, seg.pooled) {
+        for (k, seg) in e.segments.iter_mut().enumerate() {
+            let keep = match which {
+                Standalone::All => true,
+                Standalone::Candidates(keeps) => keeps(seg.index, &seg.embedding),
+                Standalone::Off => false,
+            };
+            let Some(ids) = standalone_input(task, seg.tokens, seg.pooled) else { continue };
+            if keep {
                 slots.push((c, k));
                 seqs.push(ids);
+            } else {
+                seg.standalone_skipped = true;
+                skipped += 1;
             }
         }
+    }
+    if skipped > 0 {
+        let family = &metrics::get().standalone_segments;
+        family.get_or_create(&vec![("outcome", "skipped".to_string())]).inc_by(skipped);
     }
     if seqs.is_empty() {
         return;
@@ -154,7 +178,15 @@ pub fn embed_standalone<B: Backend>(model: &B, tasks: &[&ChunkTask], done: &mut 
         }
     }
     let tokens: usize = seqs.iter().map(|s| s.len()).sum();
-    debug!(segments = seqs.len(), tokens, seconds = started.elapsed().as_secs_f64(), "segments embedded on their own");
+    let family = &metrics::get().standalone_segments;
+    family.get_or_create(&vec![("outcome", "embedded".to_string())]).inc_by(seqs.len() as u64);
+    debug!(
+        segments = seqs.len(),
+        skipped,
+        tokens,
+        seconds = started.elapsed().as_secs_f64(),
+        "segments embedded on their own"
+    );
 }
 
 /// Record one successful forward pass in the metrics; its stats, without the per-chunk wait.
@@ -297,6 +329,29 @@ mod tests {
         assert_eq!(out[0].as_ref().unwrap().segments[0].embedding, vec![2.0]);
         // [7 9] failed and was split into [7] and [9]; then [13]
         assert_eq!(model.passes.get(), 4);
+    }
+
+    #[test]
+    fn the_standalone_pass_embeds_the_candidates_and_marks_the_others() {
+        // chunks 0 and 1, each with one owned segment: the rule keeps segment 0 of chunk 0
+        // (its contextual embedding is [2.0]) and not chunk 1's (set to [-1.0] below)
+        let tasks = [task(10, 0), task(8, 1)];
+        let refs: Vec<&ChunkTask> = tasks.iter().collect();
+        let model = Fake { limit: 1000, drop_last: false, passes: Cell::new(0) };
+        let mut out = embed_chunks(&model, &refs, 1000);
+        out[1].as_mut().unwrap().segments[0].embedding = vec![-1.0];
+        let passes = model.passes.get();
+        let rule = Standalone::Candidates(std::sync::Arc::new(|_, e: &[f32]| e[0] > 0.0));
+        embed_standalone(&model, &refs, &mut out, 1000, &rule);
+        let (a, b) = (&out[0].as_ref().unwrap().segments[0], &out[1].as_ref().unwrap().segments[0]);
+        // <bos>, prompt, its two tokens, <eos>
+        assert_eq!((a.standalone.as_deref(), a.standalone_skipped), (Some(&[5.0f32][..]), false));
+        assert_eq!((b.standalone.as_deref(), b.standalone_skipped), (None, true));
+        assert_eq!(model.passes.get(), passes + 1, "one pass, for the one candidate");
+        // `All` embeds both
+        let mut out = embed_chunks(&model, &refs, 1000);
+        embed_standalone(&model, &refs, &mut out, 1000, &Standalone::All);
+        assert!(out.iter().all(|r| r.as_ref().unwrap().segments[0].standalone.is_some()));
     }
 
     #[test]

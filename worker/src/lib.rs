@@ -15,8 +15,9 @@
 //! requeued (and dead-lettered after the delivery limit).
 //!
 //! One chunk pass gives the chunk embedding and every segment's contextual (late-chunked)
-//! embedding; with `standalone_segments`, a second pass over short sequences embeds each
-//! segment the chunk owns on its own, for clause labels ([`batch`]). Batches are filled by
+//! embedding; a second pass over short sequences embeds segments the chunk owns on their own,
+//! for clause labels ([`batch`]): all of them, the candidates a rule keeps, or none
+//! ([`Standalone`]). Batches are filled by
 //! [`assemble`]; the model is any [`docpipe_batching::Backend`] (`docpipe-model`'s in the binary),
 //! so this crate does not link libtorch.
 
@@ -46,9 +47,33 @@ pub struct WorkerConfig {
     pub max_wait: Duration,
     /// Unacknowledged deliveries held from the broker (the next batches wait here).
     pub prefetch: u16,
-    /// Also embed each owned segment on its own (see `SegmentEmbedding::standalone`); about
-    /// as many tokens again through the model on contracts, in short sequences.
-    pub standalone_segments: bool,
+    /// Which owned segments are also embedded on their own (see
+    /// `SegmentEmbedding::standalone`).
+    pub standalone: Standalone,
+}
+
+/// Which owned segments the standalone pass embeds on their own. Each costs its tokens again
+/// through the model, in a short sequence: all of them, about as many tokens as the chunk pass.
+#[derive(Clone, Default)]
+pub enum Standalone {
+    /// Every owned segment.
+    #[default]
+    All,
+    /// Those the rule keeps, given the segment's index in its document and its contextual
+    /// embedding; the others are marked `standalone_skipped`.
+    Candidates(Arc<dyn Fn(u32, &[f32]) -> bool + Send + Sync>),
+    /// None: no standalone pass.
+    Off,
+}
+
+impl std::fmt::Debug for Standalone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Standalone::All => "All",
+            Standalone::Candidates(_) => "Candidates",
+            Standalone::Off => "Off",
+        })
+    }
 }
 
 impl Default for WorkerConfig {
@@ -57,7 +82,7 @@ impl Default for WorkerConfig {
             max_batch_tokens: defaults::CPU_BATCH_TOKENS,
             max_wait: defaults::MAX_WAIT,
             prefetch: defaults::WORKER_PREFETCH,
-            standalone_segments: true,
+            standalone: Standalone::All,
         }
     }
 }
@@ -155,7 +180,7 @@ fn spawn_model_thread<B: Backend + Send + 'static>(
     mut batches: mpsc::Receiver<Vec<Job>>,
     done: mpsc::Sender<Vec<(Job, Embedding)>>,
 ) -> Result<std::thread::JoinHandle<()>, WorkerError> {
-    let (budget, standalone) = (cfg.max_batch_tokens, cfg.standalone_segments);
+    let (budget, standalone) = (cfg.max_batch_tokens, cfg.standalone.clone());
     std::thread::Builder::new()
         .name("docpipe-model".into())
         .spawn(move || {
@@ -171,9 +196,9 @@ fn spawn_model_thread<B: Backend + Send + 'static>(
                 let mut embedded = embed_chunks(&*model, &tasks, budget);
                 m.stage("chunk_forward", t.elapsed().as_secs_f64());
                 debug_assert_eq!(embedded.len(), tasks.len(), "one outcome per chunk");
-                if standalone {
+                if !matches!(standalone, Standalone::Off) {
                     let t = Instant::now();
-                    embed_standalone(&*model, &tasks, &mut embedded, budget);
+                    embed_standalone(&*model, &tasks, &mut embedded, budget, &standalone);
                     m.stage("standalone_pass", t.elapsed().as_secs_f64());
                 }
                 record_memory_peak(model.memory_in_use());

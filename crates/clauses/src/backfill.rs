@@ -1,6 +1,6 @@
 //! Filling in what segments stored by an older docpipe lack: their lexical terms (migration
 //! 0006) and their standalone embeddings (migration 0007, or a worker run with
-//! `--standalone-segments false`).
+//! `--standalone-segments none`; not the segments `candidates` skipped on purpose).
 
 use docpipe_batching::{embed_by_length, Backend};
 use docpipe_contract::status::DocStatus;
@@ -61,7 +61,8 @@ pub async fn backfill_terms(pool: &PgPool) -> Result<usize> {
 const BACKFILL_BATCH_TOKENS: usize = docpipe_contract::defaults::CPU_BATCH_TOKENS;
 
 /// Embed on their own the segments stored without a standalone embedding (before migration
-/// 0007, or by a worker run with `--standalone-segments false`), and relabel their documents.
+/// 0007, or by a worker run with `--standalone-segments none`; not those a worker skipped as
+/// no clause candidate), and relabel their documents.
 /// The segment's text is tokenized afresh (the worker reuses the chunk's tokens, which can
 /// differ at the edges). The model is loaded only when there is something to embed. A segment
 /// that fails alone is logged and stays NULL. Returns the number of segments embedded.
@@ -72,7 +73,7 @@ pub async fn backfill_standalone<B: Backend, E: Into<BoxError>>(
     let docs: Vec<(Uuid, String)> = sqlx::query_as(
         "SELECT d.id, d.text FROM documents d
          WHERE d.status = $1 AND d.text IS NOT NULL AND EXISTS
-               (SELECT 1 FROM segments s WHERE s.document_id = d.id AND s.embedding IS NOT NULL AND s.standalone IS NULL)
+               (SELECT 1 FROM segments s WHERE s.document_id = d.id AND s.embedding IS NOT NULL AND s.standalone IS NULL AND NOT s.standalone_skipped)
          ORDER BY d.id",
     )
     .bind(DocStatus::Done.as_str())
@@ -95,7 +96,7 @@ pub async fn backfill_standalone<B: Backend, E: Into<BoxError>>(
 async fn standalone_document<B: Backend>(pool: &PgPool, model: &B, id: Uuid, text: &str) -> Result<usize> {
     let segs: Vec<(i32, i32, i32)> = sqlx::query_as(
         "SELECT segment_index, char_start, char_end FROM segments
-         WHERE document_id = $1 AND embedding IS NOT NULL AND standalone IS NULL",
+         WHERE document_id = $1 AND embedding IS NOT NULL AND standalone IS NULL AND NOT standalone_skipped",
     )
     .bind(id)
     .fetch_all(pool)

@@ -1,6 +1,7 @@
 //! **clauses** — clause intelligence: which segments of a contract are which CUAD clause.
 //!
 //! - [`taxonomy`]: the 41 categories, each embedded as a search query;
+//! - [`candidates`]: which segments the worker's standalone pass embeds;
 //! - [`scorer`]: how a category scores a segment — zero-shot cosine, or a learned probe — the
 //!   Rust mirror of the SQL `clause_score` that labels documents in Postgres;
 //! - [`gold`]: labelled contracts (`cuad_labels.tsv`), gold clauses located in the text;
@@ -17,6 +18,7 @@
 pub mod artifact;
 pub mod backfill;
 pub mod calibrate;
+pub mod candidates;
 pub mod eval;
 pub mod gold;
 pub mod learn;

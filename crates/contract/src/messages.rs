@@ -71,6 +71,11 @@ pub struct SegmentEmbedding {
     /// compute it or it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub standalone: Option<Vec<f32>>,
+    /// The worker left this owned segment out of its standalone pass on purpose
+    /// (`--standalone-segments candidates`: no clause category finds it likely): labels score
+    /// its contextual embedding, and `labels` / `eval` do not embed it on its own later.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub standalone_skipped: bool,
 }
 
 /// worker → aggregator: what became of one chunk.

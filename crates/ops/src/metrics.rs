@@ -45,6 +45,9 @@ pub struct Metrics {
     /// Chunks by outcome: embedded, rejected (permanent), requeued.
     pub chunks: Family<Labels, Counter>,
     pub batch_splits: Counter,
+    /// Owned segments by what the standalone pass did: embedded (on their own), skipped (not
+    /// a clause candidate).
+    pub standalone_segments: Family<Labels, Counter>,
     pub device_memory_peak_bytes: Gauge,
     // ingest
     pub extract_seconds_per_page: Histogram,
@@ -130,6 +133,7 @@ impl Metrics {
             tokens_per_second: Gauge::default(),
             chunks: Family::default(),
             batch_splits: Counter::default(),
+            standalone_segments: Family::default(),
             device_memory_peak_bytes: Gauge::default(),
             extract_seconds_per_page: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             documents_ingested: Family::default(),
@@ -189,6 +193,11 @@ impl Metrics {
             m.tokens_per_second.clone(),
         );
         r.register("worker_chunks", "Chunks by outcome (embedded, rejected, requeued)", m.chunks.clone());
+        r.register(
+            "worker_standalone_segments",
+            "Owned segments by standalone pass outcome (embedded, skipped: not a clause candidate)",
+            m.standalone_segments.clone(),
+        );
         r.register(
             "worker_batch_splits",
             "Forward passes that failed (out of memory) and were split",

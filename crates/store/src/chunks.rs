@@ -134,9 +134,9 @@ async fn store_owned_segments(
     }
     sqlx::query(
         "UPDATE segments s SET embedding = u.embedding, chunk_index = $2, pooled_token_start = u.pooled_start,
-                pooled_token_end = u.pooled_end, standalone = u.standalone
-         FROM UNNEST($3::int[], $4::vector[], $5::int[], $6::int[], $7::vector[])
-              AS u(segment_index, embedding, pooled_start, pooled_end, standalone)
+                pooled_token_end = u.pooled_end, standalone = u.standalone, standalone_skipped = u.skipped
+         FROM UNNEST($3::int[], $4::vector[], $5::int[], $6::int[], $7::vector[], $8::bool[])
+              AS u(segment_index, embedding, pooled_start, pooled_end, standalone, skipped)
          WHERE s.document_id = $1 AND s.segment_index = u.segment_index",
     )
     .bind(m.document_id)
@@ -146,6 +146,7 @@ async fn store_owned_segments(
     .bind(ints(owned.iter().map(|s| s.pooled[0]), "pooled token start")?)
     .bind(ints(owned.iter().map(|s| s.pooled[1]), "pooled token end")?)
     .bind(owned.iter().map(|s| s.standalone.clone().map(Vector::from)).collect::<Vec<Option<Vector>>>())
+    .bind(owned.iter().map(|s| s.standalone_skipped).collect::<Vec<bool>>())
     .execute(&mut *tx)
     .await
     .map_err(ctx(|| format!("storing the segments of chunk {}", m.label())))?;

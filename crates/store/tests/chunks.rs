@@ -158,8 +158,9 @@ async fn segments_are_kept_from_the_chunk_owning_their_middle() {
         tokens: segs[index as usize],
         pooled: [segs[index as usize][0].max(chunk * 100), segs[index as usize][1].min(chunk * 100 + 120)],
         embedding: axis(10 * chunk as usize + index as usize),
-        // segment 2 comes without a standalone embedding (a worker with them off)
+        // segment 2 comes without a standalone embedding: skipped, not a clause candidate
         standalone: (index != 2).then(|| axis(500 + 10 * chunk as usize + index as usize)),
+        standalone_skipped: index == 2,
     };
     let r0 =
         result(run, doc, 0, 2, 1, ChunkOutcome::Embedded { embedding: axis(0), segments: vec![seg(0, 0), seg(1, 0)] });
@@ -185,6 +186,13 @@ async fn segments_are_kept_from_the_chunk_owning_their_middle() {
     assert_eq!(rows[1].5.as_ref().map(|v| v.as_slice()[511]), Some(1.0));
     assert_eq!(rows[0].5.as_ref().map(|v| v.as_slice()[500]), Some(1.0));
     assert!(rows[2].5.is_none());
+    let skipped: Vec<bool> =
+        sqlx::query_scalar("SELECT standalone_skipped FROM segments WHERE document_id = $1 ORDER BY segment_index")
+            .bind(doc)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(skipped, vec![false, false, true], "the skip is stored from the owning chunk");
     let (e,): (pgvector::Vector,) =
         sqlx::query_as("SELECT embedding FROM documents WHERE id = $1").bind(doc).fetch_one(&pool).await.unwrap();
     let h = std::f32::consts::FRAC_1_SQRT_2;
