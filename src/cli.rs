@@ -174,7 +174,7 @@ pub struct WorkerArgs {
     /// Which segments are also embedded on their own, for clause labels: `all` (about as many
     /// model tokens again, in short sequences), `candidates` (those the shipped clause scorer
     /// finds likely for some category from their contextual embedding, see
-    /// --standalone-margin; about 3 in 10), or `none` (labels score the contextual embeddings).
+    /// --standalone-margin; about 1 in 4), or `none` (labels score the contextual embeddings).
     /// `true` and `false` are read as `all` and `none`.
     #[arg(long, env = "DOCPIPE_STANDALONE_SEGMENTS", default_value = "candidates",
           value_parser = ["all", "candidates", "none", "true", "false"])]

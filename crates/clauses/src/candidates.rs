@@ -15,7 +15,7 @@ use crate::scorer::position;
 use crate::ClausesError;
 
 /// The default of `--standalone-margin`, chosen on 29 training contracts (see
-/// docs/clause-labels.md): it keeps about 3 segments in 10.
+/// docs/clause-labels.md): it kept 27 % of their segments there, 19 % on the held-out contracts.
 pub const DEFAULT_MARGIN: f32 = 1.0;
 
 /// One category's probe, without its lexical terms, and its presence threshold in log-odds.
