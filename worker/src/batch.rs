@@ -9,10 +9,10 @@ use std::time::Instant;
 use docpipe_batching::{embed_by_length, pack, split_on_failure, Backend};
 use docpipe_contract::layout::{segment_positions, standalone_input};
 use docpipe_contract::messages::{self, BatchStats, ChunkTask, SegmentEmbedding};
-use docpipe_ops::metrics;
+use docpipe_ops::metrics::{self, Metrics};
+use tracing::{debug, info, warn};
 
 use crate::Standalone;
-use tracing::{debug, info, warn};
 
 /// Why one chunk (alone, after any batch splitting) could not be embedded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,12 +142,13 @@ pub fn embed_standalone<B: Backend>(
     for (c, (task, d)) in tasks.iter().zip(done.iter_mut()).enumerate() {
         let Ok(e) = d else { continue };
         for (k, seg) in e.segments.iter_mut().enumerate() {
+            // only the segments this chunk owns, and the rule only for them
+            let Some(ids) = standalone_input(task, seg.tokens, seg.pooled) else { continue };
             let keep = match which {
                 Standalone::All => true,
                 Standalone::Candidates(keeps) => keeps(seg.index, &seg.embedding),
                 Standalone::Off => false,
             };
-            let Some(ids) = standalone_input(task, seg.tokens, seg.pooled) else { continue };
             if keep {
                 slots.push((c, k));
                 seqs.push(ids);
@@ -157,10 +158,8 @@ pub fn embed_standalone<B: Backend>(
             }
         }
     }
-    if skipped > 0 {
-        let family = &metrics::get().standalone_segments;
-        family.get_or_create(&vec![("outcome", "skipped".to_string())]).inc_by(skipped);
-    }
+    let m = metrics::get();
+    Metrics::outcomes(&m.standalone_segments, "skipped", skipped);
     if seqs.is_empty() {
         return;
     }
@@ -178,8 +177,7 @@ pub fn embed_standalone<B: Backend>(
         }
     }
     let tokens: usize = seqs.iter().map(|s| s.len()).sum();
-    let family = &metrics::get().standalone_segments;
-    family.get_or_create(&vec![("outcome", "embedded".to_string())]).inc_by(seqs.len() as u64);
+    Metrics::outcomes(&m.standalone_segments, "embedded", seqs.len() as u64);
     debug!(
         segments = seqs.len(),
         skipped,

@@ -11,24 +11,17 @@
 
 use crate::artifact::Artifact;
 use crate::gold::Doc;
-use crate::scorer::position;
+use crate::scorer::Scorer;
 use crate::ClausesError;
 
 /// The default of `--standalone-margin`, chosen on 29 training contracts (see
 /// docs/clause-labels.md): it kept 27 % of their segments there, 19 % on the held-out contracts.
 pub const DEFAULT_MARGIN: f32 = 1.0;
 
-/// One category's probe, without its lexical terms, and its presence threshold in log-odds.
-struct Probe {
-    weights: Vec<f32>,
-    position: [f32; 2],
-    bias: f32,
-    threshold_logit: f32,
-}
-
-/// The candidate rule (see the module docs).
+/// The candidate rule (see the module docs): each category's scorer, without its lexical
+/// terms, and its presence threshold in log-odds.
 pub struct Candidates {
-    probes: Vec<Probe>,
+    probes: Vec<(Scorer, f32, f32)>,
     margin: f32,
 }
 
@@ -43,13 +36,12 @@ impl Candidates {
     /// `margin` (in log-odds) above that category's presence threshold.
     pub fn new(artifact: &Artifact, margin: f32) -> Self {
         let probes = artifact
-            .categories
-            .iter()
-            .map(|c| Probe {
-                weights: c.weights.clone(),
-                position: c.position,
-                bias: c.bias,
-                threshold_logit: logit(c.threshold),
+            .scorers()
+            .into_values()
+            .filter_map(|mut s| {
+                s.terms.clear();
+                let (bias, threshold) = (s.bias?, logit(s.threshold));
+                Some((s, bias, threshold))
             })
             .collect();
         Candidates { probes, margin }
@@ -59,13 +51,9 @@ impl Candidates {
     /// `index` (its position in the document) best scores it, from its contextual embedding;
     /// minus infinity without categories.
     pub fn best_margin(&self, index: usize, contextual: &[f32]) -> f32 {
-        let p = position(index);
         self.probes
             .iter()
-            .map(|c| {
-                let dot: f32 = c.weights.iter().zip(contextual).map(|(w, x)| w * x).sum();
-                dot + c.position[0] * p[0] + c.position[1] * p[1] + c.bias - c.threshold_logit
-            })
+            .map(|(s, bias, threshold)| s.log_odds(*bias, index, contextual) - threshold)
             .fold(f32::NEG_INFINITY, f32::max)
     }
 
@@ -136,7 +124,7 @@ pub fn simulate(labelled: &mut [Doc], contextual: &[Doc], c: &Candidates) -> Res
 mod tests {
     use super::*;
     use crate::artifact::builtin;
-    use crate::scorer::{Scorer, Segment};
+    use crate::scorer::Segment;
 
     #[test]
     fn the_margin_is_the_best_log_odds_above_a_presence_threshold_without_terms() {

@@ -62,16 +62,15 @@ impl Scorer {
     pub fn score(&self, seg: &Segment) -> f32 {
         match self.bias {
             None => dot(&seg.embedding, &self.weights),
-            Some(b) => {
-                let p = position(seg.index);
-                let z = dot(&seg.embedding, &self.weights)
-                    + self.position[0] * p[0]
-                    + self.position[1] * p[1]
-                    + self.lexical(&seg.terms)
-                    + b;
-                sigmoid(z)
-            }
+            Some(b) => sigmoid(self.log_odds(b, seg.index, &seg.embedding) + self.lexical(&seg.terms)),
         }
+    }
+
+    /// A learned probe's log-odds (bias `b`) from the embedding and position of segment
+    /// `index`, without its lexical terms.
+    pub(crate) fn log_odds(&self, b: f32, index: usize, embedding: &[f32]) -> f32 {
+        let p = position(index);
+        dot(embedding, &self.weights) + self.position[0] * p[0] + self.position[1] * p[1] + b
     }
 }
 

@@ -307,7 +307,12 @@ impl Metrics {
 
     /// Count one of a labelled counter's outcomes.
     pub fn outcome(family: &Family<Labels, Counter>, outcome: &str) {
-        family.get_or_create(&vec![("outcome", outcome.to_string())]).inc();
+        Self::outcomes(family, outcome, 1);
+    }
+
+    /// Count `n` of a labelled counter's outcomes.
+    pub fn outcomes(family: &Family<Labels, Counter>, outcome: &str, n: u64) {
+        family.get_or_create(&vec![("outcome", outcome.to_string())]).inc_by(n);
     }
 
     /// Time of one unit of work in a pipeline stage (one of [`STAGES`]).
