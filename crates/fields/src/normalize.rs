@@ -10,7 +10,7 @@
 //! Everything here is pure and total: no input makes it panic; text that cannot be read becomes
 //! [`Value::Text`] (or [`Value::None`] when it says there is no answer).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 use chrono::{Datelike, Days, Months, NaiveDate};
@@ -1327,6 +1327,75 @@ fn add_json(parties: &mut Vec<Party>, v: &serde_json::Value, depth: usize) {
 /// sides end in a corporate suffix or a parenthesised role). Quotes may be straight or curly;
 /// whitespace is collapsed; names lose trailing commas and a leading "the"/"a".
 pub fn parse_parties(s: &str) -> Vec<Party> {
+    tidy_party_list(parse_party_items(s))
+}
+
+/// Words that join the names of a collective reference ("CytoDyn and Vyera shall collectively
+/// be referred to as ...").
+const COLLECTIVE_GLUE: &[&str] = &[
+    "and",
+    "or",
+    "the",
+    "a",
+    "each",
+    "both",
+    "together",
+    "collectively",
+    "individually",
+    "shall",
+    "be",
+    "are",
+    "is",
+    "referred",
+    "to",
+    "as",
+    "herein",
+    "hereinafter",
+    "sometimes",
+    "with",
+    "party",
+    "parties",
+];
+
+/// One party per name. A name written twice (CUAD marks every mention; a cover page and the
+/// preamble) is one party, its roles merged. An item that only names parties already listed,
+/// joined by "and" ("Miltenyi and Bellicum", "Party A and Party B": how a contract defines the
+/// parties together), is not another party. Text from a quote on ("Sorrent, Inc \"parties\" and
+/// each individually ...", debris of a defined term) is not part of a name.
+fn tidy_party_list(parties: Vec<Party>) -> Vec<Party> {
+    let words = |s: &str| -> Vec<String> {
+        s.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_string).collect()
+    };
+    let mut out: Vec<Party> = Vec::new();
+    for mut p in parties {
+        if let Some(i) = p.name.find('"').filter(|&i| i > 0) {
+            p.name = clean_name(&p.name[..i]);
+        }
+        let folded = words(&p.name).join(" ");
+        if let Some(same) = out.iter_mut().find(|q| !folded.is_empty() && words(&q.name).join(" ") == folded) {
+            let roles = std::mem::take(&mut p.roles);
+            push_roles(&mut same.roles, roles);
+            continue;
+        }
+        let own: Vec<String> = words(&p.name);
+        let known: HashSet<String> =
+            out.iter().flat_map(|q| words(&q.name).into_iter().chain(q.roles.iter().flat_map(|r| words(r)))).collect();
+        let joined = own.iter().any(|w| w == "and");
+        let letter_party = |w: &[String]| w.len() == 2 && w[0] == "party" && w[1].len() == 1;
+        let collective = joined
+            && out.len() >= 2
+            && own.split(|w| w == "and" || w == "or").all(|side| {
+                let named: Vec<&String> = side.iter().filter(|w| !COLLECTIVE_GLUE.contains(&w.as_str())).collect();
+                letter_party(side) || (!named.is_empty() && named.iter().all(|w| known.contains(*w)))
+            });
+        if !collective {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn parse_party_items(s: &str) -> Vec<Party> {
     let text = straighten(s);
     let trimmed = text.trim();
     let mut parties = Vec::new();
@@ -2051,6 +2120,36 @@ mod tests {
             Value::Parties { parties: vec![party("CERES, INC.", &["CERES"])] }
         );
         assert_eq!(normalize(Kind::Parties, "n/a"), Value::None);
+    }
+
+    #[test]
+    fn party_lists_without_repeats_collectives_or_quote_debris() {
+        let names = |s: &str| parse_parties(s).into_iter().map(|p| p.name).collect::<Vec<_>>();
+        // CUAD marks every mention: a name given twice is one party
+        assert_eq!(
+            names("Marathon Petroleum Company LP; Marathon Pipe Line LLC; Marathon Petroleum Company LP; Marathon Pipe Line LLC"),
+            ["Marathon Petroleum Company LP", "Marathon Pipe Line LLC"]
+        );
+        // how the contract names the parties together is not another party
+        assert_eq!(
+            names("MacroGenics, Inc.; Green Cross Corp.; MacroGenics and Green Cross"),
+            ["MacroGenics, Inc.", "Green Cross Corp."]
+        );
+        assert_eq!(
+            names("Didi Chuxing Technology Co., Ltd.; Hunan Ruixi Financial Leasing Co., Ltd; Party A and Party B"),
+            ["Didi Chuxing Technology Co., Ltd.", "Hunan Ruixi Financial Leasing Co., Ltd"]
+        );
+        assert_eq!(
+            names("WestRock Company (\"Parent\"); Ingevity Corporation (\"SpinCo\"); SpinCo and Parent shall collectively be referred to as the Parties"),
+            ["WestRock Company", "Ingevity Corporation"]
+        );
+        // ...but parties whose names are not all known are kept
+        assert_eq!(names("Alpha Inc.; Beta LLC; Gamma and Delta"), ["Alpha Inc.", "Beta LLC", "Gamma and Delta"]);
+        // a defined term's quote debris is not part of the name
+        assert_eq!(
+            names("Twentieth Century Fox Licensing; Sorrent, Inc \"parties\" and each individually as a \"party)"),
+            ["Twentieth Century Fox Licensing", "Sorrent, Inc"]
+        );
     }
 
     #[test]

@@ -510,7 +510,7 @@ fn document_name_from_preamble(w: &Work) -> Option<Found> {
 
 static PARTY_START: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:by\s+and\s+between|by\s+and\s+among|between|among(?:st)?|(?:entered\s+into|made|executed)\s+by)\b\s*:?\s*",
+        r"(?i:\b(?:by\s+and\s+between|by\s+and\s+among|between|b\se\st\sw\se\se\sn|among(?:st)?|(?:entered\s+into|made|executed)\s+by)\b)\s*:?\s*|\bPARTIES\b\s*:?\s*",
     )
 });
 static PARTY_CONTEXT: LazyLock<Regex> = LazyLock::new(|| {
@@ -524,16 +524,16 @@ static PARTY_STOP: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 /// A defined term: `(the "Company")`, `("Licensee")`, `, hereinafter referred to as "Agent"`,
-/// `(hereinafter Licensee)`.
+/// `(hereinafter Licensee)`, and in single quotes `(hereinafter referred to as 'IMPCO', ...)`.
 static DEFINED_TERM: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r#"(?P<paren>\([^()"]{0,80}"[^"()]{1,60}"[^()]{0,160}\))|(?P<here>,?\s*\b(?i:hereinafter|hereafter)\b[^"()]{0,40}"[^"]{1,60}")|(?P<unq>\(\s*(?i:hereinafter|herein|hereafter)\s+(?i:referred\s+to\s+as\s+|called\s+|known\s+as\s+)?(?i:the\s+)?(?P<role>[A-Z][\w&-]*(?:\s+[A-Z][\w&-]*){0,3})\s*\))"#,
+        r#"(?P<paren>\([^()"]{0,120}"[^"()]{1,60}"[^()]{0,160}\))|(?P<here>,?\s*\b(?i:hereinafter|hereafter)\b[^"()]{0,40}"[^"]{1,60}")|(?P<unq>\(\s*(?i:hereinafter|herein|hereafter)\s+(?i:referred\s+to\s+as\s+|called\s+|known\s+as\s+)?(?i:the\s+)?(?P<role>[A-Z][\w&-]*(?:\s+[A-Z][\w&-]*){0,3})\s*\))|(?P<single>\([^()"']{0,120}'(?P<srole>[^'()]{2,40})'[^()']{0,60}\))|(?P<shere>,?\s*\b(?i:hereinafter|hereafter)\b[^"'()]{0,40}'(?P<srole2>[^'()]{2,40})')"#,
     )
 });
 static QUOTED: LazyLock<Regex> = LazyLock::new(|| re(r#""\s*([^"]{1,60}?)\s*""#));
 static NAME_LEAD: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)^(?:\s|[,;:.)]|\band\b|&|\bby\b|\bbetween\b|\bamong(?:st)?\b|\(\s*(?:\d{1,2}|[a-h]|[ivx]{1,4})\s*\)|\d{1,2}[.)]\s)*",
+        r"(?i)^(?:\s|[,;:.)]|-{2,}|\band\b|&|\bby\b|\bbetween\b|\bamong(?:st)?\b|\bon\s+the\s+(?:one|other)\s+hand\b|\bof\s+the\s+(?:one|other|first|second)\s+part\b|\bof\s+(?:one|other)\s+part\b|\bparties\s*:|\bparty\s+[a-d]\b(?:\s*\([^()]{1,30}\))?\s*:|\b(?:for|furnishing)\s+the\s+(?:personal\s+)?services\s+of\b|\bf/s/o\b|\(\s*(?:\d{1,2}|[a-h]|[ivx]{1,4})\s*\)|\b[a-h]\)|\d{1,2}[.)]\s)*",
     )
 });
 static NAME_CUT: LazyLock<Regex> = LazyLock::new(|| {
@@ -618,6 +618,12 @@ fn parties_in(seg: &str, allow_bare: bool) -> Vec<(String, Vec<String>)> {
         let mut roles: Vec<String> = Vec::new();
         if let Some(r) = c.name("role") {
             roles.push(r.as_str().trim().to_string());
+        } else if let Some(r) = c.name("srole").or_else(|| c.name("srole2")) {
+            let r = r.as_str().trim();
+            let r = r.strip_prefix("the ").unwrap_or(r).trim();
+            if !GENERIC_ROLE.is_match(r) {
+                roles.push(r.to_string());
+            }
         } else {
             for q in QUOTED.captures_iter(m.as_str()) {
                 if let Some(t) = q.get(1) {
@@ -671,26 +677,66 @@ fn parties_in(seg: &str, allow_bare: bool) -> Vec<(String, Vec<String>)> {
 /// What follows a name but is not part of it ("X Inc. and/or assigns", a filing's "Source:"
 /// footer run into the name).
 static PARTY_NAME_TAIL: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(?i)\s+(?:and/or\s+(?:its\s+|their\s+)?(?:permitted\s+)?(?:successors\s+and\s+)?assigns|source\s*:).*$")
+    re(
+        r"(?i)\s+(?:and/or\s+(?:its\s+|their\s+)?(?:permitted\s+)?(?:successors\s+and\s+)?assigns|source\s*:).*$|\s+(?-i:This|THIS)\s+(?i:agreement|amendment|contract)\b.*$|\s+(?:effective\s+)?(?-i:January|February|March|April|May|June|July|August|September|October|November|December|JANUARY|FEBRUARY|MARCH|APRIL|MAY|JUNE|JULY|AUGUST|SEPTEMBER|OCTOBER|NOVEMBER|DECEMBER)\s+\d{1,2}\b.*$|,?\s*\b(?:address\s*:|c/o\b|registration\s+n).*$",
+    )
 });
+/// An address run into a name after its corporate suffix ("Xencor, Inc. 111 W. Lemon Ave.",
+/// "DGT Corp. Suite 207", "Limited of Boston House, 1 ..."): everything after the suffix goes.
+static PARTY_SUFFIX_ADDRESS: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?P<suffix>\b(?:Inc|INC|Corp|CORP|Ltd|LTD|LLC|L\.L\.C|GmbH|AG|S\.A|SA|B\.V|N\.V|plc|PLC|Limited|LIMITED|Corporation|CORPORATION|L\.P|LP|A/S)\.?),?\s+(?:\d{2,}|\d{1,3}(?:st|nd|rd|th)\s+(?i:floor)|(?i:suite)\b|(?i:of)\s+[^,;]{0,40}\d).*$",
+    )
+});
+/// A capacity of the party before rather than a party ("as servicer", "as Administrator for ...").
+static PARTY_CAPACITY: LazyLock<Regex> = LazyLock::new(|| re(r"^as\s"));
 /// A "party" that is a piece of the sentence instead: it opens with a verb or a connective ("is
 /// entered into as of the date last written below", "regarding the television programming
 /// service ...", "sets forth the terms"), or a heading in capitals runs into a sentence
 /// ("RIGHTS GRANTED Licensor grants to ...").
 static PARTY_NOT_A_NAME: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"^(?:is|are|was|were|shall|will|may|has|have|sets?|regarding|concerning|whereby|which|who|that|pursuant|hereby|agrees?|grants?|desires?|wishes)\b|\b[A-Z]{3,}(?:\s+[A-Z]{3,})+\s+[A-Z][a-z]+\s+[a-z]+\s+[a-z]+",
+        r"^(?:is|are|was|were|shall|will|may|has|have|sets?|regarding|concerning|whereby|which|who|that|pursuant|hereby|agrees?|grants?|desires?|wishes|other\s+things)\b|\b[A-Z]{3,}(?:\s+[A-Z]{3,})+\s+[A-Z][a-z]+\s+[a-z]+\s+[a-z]+|\s(?:is|are|was|were|shall|will|owns|agrees|desires|provides|requires|operates|has|have|consists)\b",
     )
 });
 
 /// The parties as names: tails that are not part of a name cut, pieces of sentence dropped.
+/// A capacity ("as servicer") adds its roles to the party before it; a party named twice (a cover
+/// page, then the preamble) is kept once.
 fn tidy_parties(list: Vec<(String, Vec<String>)>) -> Vec<(String, Vec<String>)> {
-    list.into_iter()
-        .filter_map(|(name, roles)| {
-            let name = PARTY_NAME_TAIL.replace(&name, "").trim_end_matches([',', ';', ' ']).to_string();
-            (!name.is_empty() && !PARTY_NOT_A_NAME.is_match(&name)).then_some((name, roles))
-        })
-        .collect()
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for (name, roles) in list {
+        let name = PARTY_NAME_TAIL.replace(&name, "");
+        let name = PARTY_SUFFIX_ADDRESS.replace(&name, "$suffix");
+        let name = name.trim_end_matches([',', ';', ' ']).to_string();
+        let same = |other: &String| fold_name(other) == fold_name(&name);
+        let earlier = if PARTY_CAPACITY.is_match(&name) {
+            out.len().checked_sub(1)
+        } else {
+            out.iter().position(|(n, _)| same(n))
+        };
+        if let Some(i) = earlier {
+            for r in roles {
+                if !out[i].1.contains(&r) {
+                    out[i].1.push(r);
+                }
+            }
+            continue;
+        }
+        if !name.is_empty() && !PARTY_NOT_A_NAME.is_match(&name) && !PARTY_CAPACITY.is_match(&name) {
+            out.push((name, roles));
+        }
+    }
+    out
+}
+
+/// A name's words, lower-cased, for spotting the same party written twice.
+fn fold_name(name: &str) -> String {
+    name.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Parties from the preamble: "by and between X (the "Company") and Y ("Licensee")", as
@@ -703,35 +749,88 @@ fn parties(w: &Work) -> Option<Found> {
     });
     for start in starts.take(5) {
         let seg_start = start.end();
-        // The segment runs to the end of the sentence (or the recitals), at most 2000 bytes.
-        let mut seg_end = sentence_bounds(&w.s, seg_start, seg_start, 2000).end;
-        if let Some(stop) = PARTY_STOP.find(w.slice(seg_start, seg_end)) {
-            seg_end = seg_start + stop.start();
+        // The segment runs to the end of the sentence (or the recitals), at most 2000 bytes; when
+        // that holds fewer than two parties (an address's "St." or a stray full stop ended it),
+        // on over the next full stops, as far as the recitals and 1000 bytes.
+        let until_stop = |end: usize| match PARTY_STOP.find(w.slice(seg_start, end)) {
+            Some(stop) => seg_start + stop.start(),
+            None => end,
+        };
+        let mut seg_end = until_stop(sentence_bounds(&w.s, seg_start, seg_start, 2000).end);
+        let allow_bare = start.start() < 3000;
+        let mut list = tidy_parties(parties_in(w.slice(seg_start, seg_end), allow_bare));
+        if list.len() < 2 {
+            let longer_end = until_stop((seg_start + 1000).max(seg_end).min(w.s.len()));
+            let longer = tidy_parties(parties_in(w.slice(seg_start, longer_end), false));
+            if longer.len() >= 2 && longer.len() > list.len() {
+                (list, seg_end) = (longer, longer_end);
+            }
         }
-        let seg = w.slice(seg_start, seg_end);
-        if seg.is_empty() {
-            continue;
-        }
-        let list = tidy_parties(parties_in(seg, start.start() < 3000));
         if list.is_empty() {
             continue;
         }
-        let raw = list
-            .iter()
-            .map(|(name, roles)| {
-                if roles.is_empty() {
-                    name.clone()
-                } else {
-                    let r: Vec<String> = roles.iter().map(|r| format!("\"{r}\"")).collect();
-                    format!("{name} ({})", r.join(", "))
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
         let ev_start = sentence_bounds(&w.s, start.start(), start.end(), 400).start;
-        return Some(w.found(raw, ev_start..seg_end));
+        return Some(w.found(parties_raw(&list), ev_start..seg_end));
     }
-    None
+    lettered_parties(w)
+}
+
+/// `X ("Company"); Y ("Licensee")`.
+fn parties_raw(list: &[(String, Vec<String>)]) -> String {
+    list.iter()
+        .map(|(name, roles)| {
+            if roles.is_empty() {
+                name.clone()
+            } else {
+                let r: Vec<String> = roles.iter().map(|r| format!("\"{r}\"")).collect();
+                format!("{name} ({})", r.join(", "))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// "Party A (Shipper): ZTO Express Co., Ltd. Address: ..." — a heading per party, as contracts
+/// drafted in China often open.
+static LETTERED_PARTY: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\bParty\s+(?P<letter>[A-D])\b(?:\s*\([^()]{1,30}\))?\s*:\s*"));
+/// Where a lettered party's name ends: its address, representative or contact lines, a
+/// parenthesis that is not part of the name (a translation, "(hereinafter ..."), or the next
+/// party.
+static LETTERED_END: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\s+(?:(?:registered|registration|business|office|mailing)\s+)?(?:address|legal|contact|tel|telephone|fax|domicile|residence|authori[sz]ed|attn|attention|represented|postal|id|tax)\b|\s*\((?:[^A-Z]|(?i:hereinafter|herein|the)\b)|\s+party\s+[a-d]\b|;",
+    )
+});
+
+/// Parties named under "Party A:", "Party B:" headings near the top (two at least).
+fn lettered_parties(w: &Work) -> Option<Found> {
+    let head = w.head(6000);
+    let mut seen: Vec<String> = Vec::new();
+    let mut list: Vec<(String, Vec<String>)> = Vec::new();
+    let (mut first, mut last) = (usize::MAX, 0);
+    for c in LETTERED_PARTY.captures_iter(head) {
+        let (Some(m), Some(letter)) = (c.get(0), c.name("letter")) else { continue };
+        if seen.iter().any(|l| l == letter.as_str()) {
+            continue;
+        }
+        let rest = w.slice(m.end(), (m.end() + 160).min(head.len()));
+        let end = LETTERED_END.find(rest).map_or(rest.len(), |e| e.start());
+        let name = rest[..end].trim_matches(|c: char| c.is_whitespace() || matches!(c, ',' | ':' | '.'));
+        // keep the full stop of an abbreviation that ends the name ("Co., Ltd.")
+        let name = match rest[..end].trim_end().strip_suffix('.') {
+            Some(with_stop) if with_stop.trim_end() == name => rest[..end].trim_end(),
+            _ => name,
+        };
+        if !plausible_bare_name(name) {
+            continue;
+        }
+        seen.push(letter.as_str().to_string());
+        list.push((name.to_string(), vec![format!("Party {}", letter.as_str())]));
+        first = first.min(m.start());
+        last = last.max(m.end() + end);
+    }
+    (list.len() >= 2).then(|| w.found(parties_raw(&list), first..last))
 }
 
 static AND_SPLIT: LazyLock<Regex> = LazyLock::new(|| re(r"(?i),?\s+and\s+"));
@@ -1834,6 +1933,55 @@ mod tests {
         assert_eq!(
             get(t, "parties").as_deref(),
             Some("Birch First Global Investments Inc. (\"Company\"); Mount Knowledge Holdings Inc. (\"Consultant\")")
+        );
+    }
+
+    #[test]
+    fn parties_lettered_headings() {
+        let t = "Road Transportation Agreement Party A (Shipper): ZTO Express Co., Ltd. Address: Building 1, Shanghai Party B (Carrier): Tonglu Tongze Logistics Ltd. Address: 12 Floor, HSBC Tower Due to the need for logistics business, Party A and Party B enter into this Agreement.";
+        assert_eq!(
+            get(t, "parties").as_deref(),
+            Some("ZTO Express Co., Ltd. (\"Party A\"); Tonglu Tongze Logistics Ltd. (\"Party B\")")
+        );
+        // a parenthesis that is part of the name stays; a translation goes
+        let t = "AGREEMENT Party A: China Online Housing (Hong Kong) Co., Ltd. Address: 8/F Party B: ShenZhen JingWei Communication Co., Ltd.(深圳经纬通信技术有限公司) Registration Address: Tian An";
+        assert_eq!(
+            get(t, "parties").as_deref(),
+            Some("China Online Housing (Hong Kong) Co., Ltd. (\"Party A\"); ShenZhen JingWei Communication Co., Ltd. (\"Party B\")")
+        );
+    }
+
+    #[test]
+    fn parties_capacities_duplicates_and_tails() {
+        // "as servicer" is the capacity of the party before; the cover page repeats the names
+        let t = "SALE AGREEMENT among VERIZON ABS LLC (\"Depositor\"), Cellco Partnership d/b/a Verizon Wireless (\"Cellco\"), as servicer (\"Servicer\"), and VERIZON ABS LLC (\"Seller\").";
+        assert_eq!(
+            get(t, "parties").as_deref(),
+            Some("VERIZON ABS LLC (\"Depositor\", \"Seller\"); Cellco Partnership d/b/a Verizon Wireless (\"Cellco\", \"Servicer\")")
+        );
+        // an address run on after the corporate suffix, "on the one hand", a heading's date
+        let t = "LICENSE AGREEMENT made by and between Xencor, Inc. 111 W. Lemon Ave. Monrovia, CA 91016 USA (\"XENCOR\"), on the one hand, and on the other hand, Boehringer Ingelheim International GmbH (\"BII\").";
+        assert_eq!(
+            get(t, "parties").as_deref(),
+            Some("Xencor, Inc. (\"XENCOR\"); Boehringer Ingelheim International GmbH (\"BII\")")
+        );
+        // a recital's sentence after the parties is not a party
+        let t = "This Agreement is made between CNET, Inc. (\"CNET\") and Cyberian Outpost, Inc. (\"Company\"). Pursuant to this Agreement, CNET will provide various links (\"Links\").";
+        assert_eq!(get(t, "parties").as_deref(), Some("CNET, Inc. (\"CNET\"); Cyberian Outpost, Inc. (\"Company\")"));
+    }
+
+    #[test]
+    fn parties_across_a_full_stop_and_in_single_quotes() {
+        // "Israel." ends the sentence before the first party's defined term
+        let t = "This Agreement is effective as of 1.4.2011 by and between: INVASIX LTD., with a principal place of business at Tavor Building, Yokneam 20692, Israel. Hereinafter referred to as \"Customer\" And FLEXTRONICS ISRAEL LTD. with a principal place of business at Migdal Haemek, Israel. Hereinafter referred to as \"Contractor.\" Whereas Customer designs products;";
+        assert_eq!(
+            get(t, "parties").as_deref(),
+            Some("INVASIX LTD. (\"Customer\"); FLEXTRONICS ISRAEL LTD. (\"Contractor\")")
+        );
+        let t = "This Joint Venture Agreement is made BETWEEN IMPCO Technologies Inc., a company incorporated in Delaware (hereinafter referred to as \u{2018}IMPCO\u{2019}, which term includes its successors) AND MINDA INDUSTRIES LIMITED, a company incorporated in India (hereinafter referred to as \u{2018}MIL\u{2019}).";
+        assert_eq!(
+            get(t, "parties").as_deref(),
+            Some("IMPCO Technologies Inc. (\"IMPCO\"); MINDA INDUSTRIES LIMITED (\"MIL\")")
         );
     }
 
