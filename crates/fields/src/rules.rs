@@ -317,7 +317,7 @@ static TITLE_KEYWORD: LazyLock<Regex> = LazyLock::new(|| {
 });
 static TITLE_SKIP: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)confidential\s+treatment|\bomitted\b|\[\s*\*|\*\s*\*\s*\*|securities\s+and\s+exchange|rule\s+24b|^confidential\b\s*(?:[-:]|$)|execution\s+(?:copy|version)|^draft\b|\bpage\s+\d|^source:|https?://|www\.|^this\b|^whereas\b|^now,?\s+therefore|^table\s+of\s+contents|^(?:article|section)\s+\d|\bdated\b|\bbetween\b|\bis\s+made\b|^\d+(?:\.\d*)?\s|^(?:contract|agreement)\s+(?:no\b|number|#)|\bno\.?\s*:\s*\w",
+        r"(?i)confidential\s+treatment|\bomitted\b|\bomissions?\b|\bportions\b|\bredacted\b|\[\s*\*|\*\s*\*\s*\*|securities\s+and\s+exchange|rule\s+24b|^confidential\b\s*(?:[-:]|$)|execution\s+(?:copy|version)|^draft\b|\bpage\s+\d|^source:|https?://|www\.|^this\b|^whereas\b|^now,?\s+therefore|^table\s+of\s+contents|^(?:article|section)\s+\d|\bdated\b|\bbetween\b|\bis\s+made\b|^\d+(?:\.\d*)?\s|^(?:contract|agreement)\s+(?:no\b|number|#)|\bno\.?\s*:\s*\w",
     )
 });
 static TITLE_LEAD: LazyLock<Regex> = LazyLock::new(|| {
@@ -478,21 +478,60 @@ fn document_name(text: &str) -> Option<Found> {
         let dangling = TITLE_GLUE.contains(&last_word_lower(&so_far).as_str()) || so_far.ends_with(',');
         let continues = TITLE_GLUE.contains(&first_word_lower(next.body).as_str());
         let header_only = TITLE_HEADER_ONLY.is_match(&so_far) && TITLE_KEYWORD.is_match(next.body);
+        // "FIRST AMENDMENT TO SAGEBRUSH" / "MANAGEMENT AND MAINTENANCE AGREEMENT"
+        let unfinished_to =
+            TITLE_TO.find_iter(&so_far).last().is_some_and(|m| !TITLE_KEYWORD.is_match(&so_far[m.end()..]))
+                && TITLE_KEYWORD.is_match(next.body);
         let glue_only = next.body.split_whitespace().all(|w| TITLE_GLUE.contains(&w.to_lowercase().as_str()));
         let usable = next.usable || glue_only;
-        if usable && next.body.split_whitespace().count() <= 12 && (dangling || continues || header_only) {
+        if usable
+            && next.body.split_whitespace().count() <= 12
+            && (dangling || continues || header_only || unfinished_to)
+        {
             joined.push(next.body);
             last += 1;
         } else {
             break;
         }
     }
-    let raw = clean_title(&joined.join(" "));
+    let raw = drop_title_prefix(clean_title(&joined.join(" ")));
     if raw.chars().filter(|c| c.is_alphabetic()).count() < 4 {
         return None;
     }
     let end = lines[last].start + lines[last].len;
     Some(Found { raw, evidence: lines[first].start..end })
+}
+
+static TITLE_TO: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bto\b"));
+/// A company's name before the title ("NETZEE, INC. MAINTENANCE AGREEMENT").
+static TITLE_COMPANY_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^.{2,60}?\b(?:inc|incorporated|corporation|corp|llc|l\.l\.c|ltd|limited|plc|l\.p|n\.a|s\.a|ag|gmbh)\b\.?,?\s+",
+    )
+});
+/// The end of a sentence inside a title line ("EXCHANGE COMMISSION. SPONSORSHIP AGREEMENT"); not
+/// "NO. 3".
+static TITLE_SENTENCE_END: LazyLock<Regex> = LazyLock::new(|| re(r"\b[A-Za-z]{3,}\.\s+"));
+
+/// What stands before the title in its line: a company's name, or the end of a notice's sentence.
+/// The title left must still name a kind of agreement, and the part dropped must not.
+fn drop_title_prefix(t: String) -> String {
+    let keep = |rest: &str, dropped: &str| {
+        TITLE_KEYWORD.is_match(rest) && !TITLE_KEYWORD.is_match(dropped) && rest.split_whitespace().count() >= 2
+    };
+    if let Some(m) = TITLE_SENTENCE_END.find_iter(&t).last() {
+        if !matches!(t[m.start()..m.end()].trim().to_lowercase().as_str(), "inc." | "ltd." | "corp.")
+            && keep(&t[m.end()..], &t[..m.end()])
+        {
+            return t[m.end()..].to_string();
+        }
+    }
+    if let Some(m) = TITLE_COMPANY_PREFIX.find(&t) {
+        if keep(&t[m.end()..], &t[..m.end()]) {
+            return t[m.end()..].to_string();
+        }
+    }
+    t
 }
 
 /// Fallback title: the agreement named in the opening sentence ("This Distribution Agreement
@@ -1892,6 +1931,23 @@ mod tests {
         assert_eq!(get(text, "document_name").as_deref(), Some("STRATEGIC ALLIANCE AGREEMENT"));
         let text = "Exhibit 99.1 Trademark License Agreement\nblah";
         assert_eq!(get(text, "document_name").as_deref(), Some("Trademark License Agreement"));
+    }
+
+    #[test]
+    fn title_without_the_company_or_a_notice_before_it() {
+        let t = "EXHIBIT 10.3\nNETZEE, INC. MAINTENANCE AGREEMENT\nThis Agreement provides for Continued Service.";
+        assert_eq!(get(t, "document_name").as_deref(), Some("MAINTENANCE AGREEMENT"));
+        let t = "CERTAIN INFORMATION HAS BEEN FILED WITH THE SECURITIES AND EXCHANGE COMMISSION.\nEXCHANGE COMMISSION. SPONSORSHIP AGREEMENT\nThis Sponsorship Agreement is made ...";
+        assert_eq!(get(t, "document_name").as_deref(), Some("SPONSORSHIP AGREEMENT"));
+        // an amendment names the agreement it amends, company and all
+        let t = "AMENDMENT NO. 1 TO ACME CORPORATION SUPPLY AGREEMENT\nThis Amendment is made ...";
+        assert_eq!(get(t, "document_name").as_deref(), Some("AMENDMENT NO. 1 TO ACME CORPORATION SUPPLY AGREEMENT"));
+        // "AMENDMENT NO. 3" keeps its number
+        let t = "AMENDMENT NO. 3 TO THE NONEXCLUSIVE\nVALUE ADDED DISTRIBUTOR AGREEMENT\nThis Amendment ...";
+        assert_eq!(
+            get(t, "document_name").as_deref(),
+            Some("AMENDMENT NO. 3 TO THE NONEXCLUSIVE VALUE ADDED DISTRIBUTOR AGREEMENT")
+        );
     }
 
     #[test]
