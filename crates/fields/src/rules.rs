@@ -1147,7 +1147,7 @@ static EX_DATE: LazyLock<Regex> = LazyLock::new(|| {
 /// "continue (in full force and effect) for a period of <duration>", "remain valid for <duration>".
 static EX_CONTINUE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:continue|continues|remain|remains|be\s+in\s+(?:full\s+)?(?:force|effect)|be\s+valid|run|last|be\s+effective|be\s+binding)\b(?:\s+in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?)?(?:\s+(?:thereafter|valid|effective|in\s+effect|in\s+force))?(?:\s+initially)?\s+(?:for\s+)?(?:a\s+(?:period|term)\s+of\s+|an\s+initial\s+(?:period|term)\s+of\s+|the\s+(?:period|term)\s+of\s+|the\s+)?({DUR})",
+        r"(?i)\b(?:continue|continues|remain|remains|be\s+in\s+(?:full\s+)?(?:force|effect)|be\s+valid|run|last|be\s+effective|be\s+binding)\b(?:\s+in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?)?(?:\s+(?:thereafter|valid|effective|in\s+effect|in\s+force))?(?:\s+initially)?\s+(?:for\s+)?(?:at\s+least\s+)?(?:a\s+(?:period|term)\s+of\s+|an\s+initial\s+(?:period|term)\s+of\s+|the\s+(?:period|term)\s+of\s+|the\s+|an?\s+)?({DUR})",
     )
 });
 /// "the term of this Agreement shall be <duration>", "initial term of <duration>".
@@ -1159,22 +1159,30 @@ static EX_TERM_IS: LazyLock<Regex> = LazyLock::new(|| {
 /// "for an initial term of <duration>".
 static EX_FOR_TERM: LazyLock<Regex> =
     LazyLock::new(|| re(r"(?i)\bfor\s+an?\s+(?:initial\s+)?(?:term|period)\s+of\s+({DUR})"));
-/// "shall end fifteen months therefrom".
+/// "shall end fifteen months therefrom", "continue until five (5) years following the Effective
+/// Date", "expires in five (5) years from ...".
 static EX_END_AFTER: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:end|ends|expire|expires|terminate|terminates)\s+({DUR})\s+(?:after|from|following|therefrom|thereafter|later)\b",
+        r"(?i)\b(?:end|ends|expire|expires|terminate|terminates|(?:continue|continues|remain|remains)(?:\s+in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?)?\s+until|(?:expire|expires|end|ends)\s+in)\s+({DUR})\s+(?:after|from|following|therefrom|thereafter|later)\b",
     )
 });
 /// "until the fifth anniversary of the Effective Date".
 static EX_ANNIVERSARY: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:until|through|on|expire\s+on|end\s+on|ending\s+on|expiring\s+on)\s+(the\s+(?:day\s+(?:prior|before)\s+(?:to\s+)?the\s+)?(?:[\w()-]+\s+){0,4}anniversary\s+of\s+the\s+(?:[\w-]+\s+){0,3}?(?:date|agreement)(?:\s+(?:hereof|of\s+this\s+agreement))?)",
+        r"(?i)\b(?:until|through|on|expire\s+on|end\s+on|ending\s+on|expiring\s+on)\s+(?:the\s+(?:later|earlier|latest|earliest)\s+(?:to\s+occur\s+)?of\s*:?\s*(?:\(\s*[a-z1i]\s*\)\s*)?)?(the\s+(?:day\s+(?:prior|before)\s+(?:to\s+)?the\s+)?(?:[\w()-]+\s+){0,4}anniversary\s+of\s+the\s+(?:[\w-]+\s+){0,3}?(?:date|agreement)(?:\s+(?:hereof|of\s+this\s+agreement))?)",
     )
 });
 /// An agreement with no fixed end.
 static EX_PERPETUAL: LazyLock<Regex> = LazyLock::new(|| {
     re(
         r"(?i)\b(?:continue|continues|remain|remains|be|is)\s+(?:in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?\s+|effective\s+|valid\s+|binding\s+)?(?:indefinitely|in\s+perpetuity|for\s+perpetuity|perpetual|perpetually|until\s+(?:it\s+is\s+)?terminated\b|until\s+(?:either|one|a|any)\s+(?:party|of\s+the\s+parties)\s+(?:gives|provides|informs|notifies|terminates|elects))|\b(?:end|expire|terminate)s?\s+(?:only\s+)?when\s+terminated\b|\bfor\s+an?\s+(?:unlimited|indefinite)\s+(?:period|term|duration)\b|\bperpetual\s+term\b|\bno\s+fixed\s+term\b",
+    )
+});
+/// The term runs until an event: "shall continue in full force and effect until the expiration
+/// of ...", "shall terminate upon the earliest to occur of ...".
+static EX_UNTIL_EVENT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:(?:this\s+agreement|the\s+term|term\s+of\s+this\s+agreement)\s+(?:shall|will)\s+(?:expire|terminate|end)\s+(?:upon|on|at)|(?:continue|continues|remain|remains)\s+(?:in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?\s+)?until)\s+((?:the\s+)?(?:later|earlier|latest|earliest|expiration|expiry|completion|termination|end|last|date\s+on\s+which|date\s+that|first|occurrence)\b[^.;]{5,200})",
     )
 });
 static EX_SENT_OK: LazyLock<Regex> = LazyLock::new(|| {
@@ -1323,6 +1331,20 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
             let sent = w.sentence(m.start(), m.end());
             if !EX_SENT_BAD.is_match(w.slice(sent.start.max(m.start().saturating_sub(200)), m.end())) {
                 offer(&mut best, m.start(), "perpetual".to_string(), sent);
+                break;
+            }
+        }
+    }
+    if best.is_none() {
+        // No date, length or "perpetual": the event the term runs until, as text ("until the
+        // expiration of the last Purchase Schedule"), where the sentence is about the term.
+        for c in EX_UNTIL_EVENT.captures_iter(&w.s) {
+            let (Some(all), Some(ev)) = (c.get(0), c.get(1)) else { continue };
+            let sent = w.sentence(all.start(), all.end());
+            if near_ok(&sent, &all) && !renewal_near(w.slice(sent.start, all.start())) {
+                let text = ev.as_str().trim_end_matches([',', ' ']);
+                let clipped: String = text.chars().take(160).collect();
+                offer(&mut best, all.start(), format!("until {clipped}"), sent);
                 break;
             }
         }
@@ -2175,6 +2197,22 @@ mod tests {
         assert_eq!(get(text, "expiration_date").as_deref(), Some("five (5) years from the Effective Date"));
         let text = "The initial term of this Agreement shall commence on the Effective Date, and shall continue thereafter for a period of twelve (12) months (the \"Initial Term\").";
         assert_eq!(get(text, "expiration_date").as_deref(), Some("twelve (12) months from the Effective Date"));
+    }
+
+    #[test]
+    fn expiration_lengths_and_events_as_contracts_write_them() {
+        let text = "Unless terminated in accordance with Section 10.2, the term of this Agreement shall commence on the Effective Date and shall continue in effect for a FIVE (5) year period.";
+        assert_eq!(get(text, "expiration_date").as_deref(), Some("FIVE (5) year from the Effective Date"));
+        let text = "The initial term of this Agreement commences as of the Effective Date and, unless terminated earlier, shall continue until five (5) years following the Effective Date (the \"Initial Term\").";
+        assert_eq!(get(text, "expiration_date").as_deref(), Some("five (5) years following the Effective Date"));
+        let text = "The term of this Agreement commences on the Effective Date and shall continue in effect until the later of (a) the fourth (4th) anniversary of the Effective Date, or (b) the completion of the Research.";
+        assert_eq!(get(text, "expiration_date").as_deref(), Some("the fourth (4th) anniversary of the Effective Date"));
+        // no date or length: the event the term runs until, as text
+        let text = "The term of this Agreement shall commence upon the Effective Date and shall continue in full force and effect until the expiration of Sanofi's payment obligations under Article VIII.";
+        assert_eq!(
+            get(text, "expiration_date").as_deref(),
+            Some("until the expiration of Sanofi's payment obligations under Article VIII")
+        );
     }
 
     #[test]
