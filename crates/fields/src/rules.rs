@@ -1379,16 +1379,25 @@ static RN_YEARLY: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)\b(?:renew\w*|extend\w*|continu\w*)\b[^.;]{0,60}?\b(?:from\s+year\s+to\s+year|on\s+a\s+year[\s-]+to[\s-]+year\s+basis|year[\s-]+to[\s-]+year|annually|on\s+an\s+annual\s+basis|each\s+year|every\s+year|yearly|(?:(?:successive|additional|subsequent|consecutive|further)\s+|one\s+or\s+more\s+)?annual\s+(?:periods?|terms?|renewals?))\b|\bannual(?:ly)?\s+(?:automatic\s+)?renewals?\b|\bautomatic(?:ally)?\s+(?:annual|yearly)\s+renewals?\b",
     )
 });
+/// "continue in effect for a period of one year from the date of its execution and from year to
+/// year thereafter".
+static RN_YEAR_TO_YEAR_THEREAFTER: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)\b(?:continu\w*|remain\w*)\b[^.;]{0,160}?\band\s+(?:from\s+)?year\s+to\s+year\s+thereafter\b")
+});
 static RN_MONTHLY: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:renew\w*|extend\w*|continu\w*)\b[^.;]{0,60}?\b(?:from\s+month\s+to\s+month|on\s+a\s+month[\s-]+to[\s-]+month\s+basis|month[\s-]+to[\s-]+month|monthly)\b",
+        r"(?i)\b(?:renew\w*|extend\w*|continu\w*|thereafter[^.;]{0,30}\beffective)\b[^.;]{0,60}?\b(?:from\s+month\s+to\s+month|on\s+a\s+month[\s-]+to[\s-]+month\s+basis|month[\s-]+to[\s-]+month|monthly)\b",
     )
 });
+/// Renewals without end: "renew for an indefinite period", "continue in full force and effect
+/// thereafter until terminated by either Party".
 static RN_PERPETUAL: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\bautomatic(?:ally)?\s+renew\w*\s+for\s+an?\s+(?:unlimited|indefinite)\s+(?:period|term)|\brenew\w*\s+(?:automatically\s+)?(?:for\s+an?\s+)?(?:indefinite|unlimited)\s+(?:period|term|number\s+of)",
+        r"(?i)\bautomatic(?:ally)?\s+renew\w*\s+for\s+an?\s+(?:unlimited|indefinite)\s+(?:period|term)|\brenew\w*\s+(?:automatically\s+)?(?:for\s+an?\s+)?(?:indefinite|unlimited)\s+(?:period|term|number\s+of)|\b(?:continue|remain)s?\s+(?:in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?\s+)?(?:thereafter|indefinitely\s+(?:after\s+that|thereafter))\s+until\s+(?:terminated|either\s+party|one\s+party)|\bthereafter,?\s+(?:this\s+agreement\s+)?(?:shall|will)\s+(?:automatically\s+)?continue\s+(?:in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?\s+)?until\s+(?:terminated|either\s+party|one\s+party)",
     )
 });
+static RN_THEREAFTER: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bthereafter\b|\bafter\s+that\b"));
+static RN_FIRST_TERM: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b(?:initial|years?|months?|term|period)\b|{DATE}"));
 /// Renewals as long as the initial term.
 static RN_SAME: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -1451,12 +1460,20 @@ fn renewal_term(w: &Work, initial_term: Option<&str>) -> Option<Renewal> {
         let sent = w.sentence(m.start(), m.end());
         cands.push((true, m.start(), format!("successive {d}"), sent));
     }
-    for (rx, raw) in
-        [(&*RN_YEARLY, "successive 1 year"), (&*RN_MONTHLY, "successive 1 month"), (&*RN_PERPETUAL, "perpetual")]
-    {
+    for (rx, raw) in [
+        (&*RN_YEARLY, "successive 1 year"),
+        (&*RN_YEAR_TO_YEAR_THEREAFTER, "successive 1 year"),
+        (&*RN_MONTHLY, "successive 1 month"),
+        (&*RN_PERPETUAL, "perpetual"),
+    ] {
         if let Some(m) = rx.find(&w.s) {
             let sent = w.sentence(m.start(), m.end());
-            if RN_TOPIC.is_match(w.slice(sent.start, sent.end)) {
+            // "continue thereafter until terminated" renews only after a first term the sentence
+            // states ("until the end of the fifteenth Contract Year, and shall continue ...")
+            let after_a_term = raw != "perpetual"
+                || RN_FIRST_TERM.is_match(w.slice(sent.start, m.start()))
+                || !RN_THEREAFTER.is_match(m.as_str());
+            if after_a_term && RN_TOPIC.is_match(w.slice(sent.start, sent.end)) {
                 cands.push((true, m.start(), raw.to_string(), sent));
             }
         }
@@ -1875,6 +1892,9 @@ mod tests {
             &*RN_DURATION,
             &*RN_YEARLY,
             &*RN_MONTHLY,
+            &*RN_YEAR_TO_YEAR_THEREAFTER,
+            &*RN_THEREAFTER,
+            &*RN_FIRST_TERM,
             &*RN_PERPETUAL,
             &*RN_SAME,
             &*RN_AFTER_END,
@@ -2273,6 +2293,17 @@ mod tests {
         let text = "Thereafter, the agreement shall automatically renew for successive five (5)-year terms, unless either Party gives written notice to the other Party of intent not to renew at least six (6) months prior to the expiration of the then-current Term.";
         assert_eq!(get(text, "renewal_term").as_deref(), Some("successive five (5)-year terms"));
         assert_eq!(get(text, "notice_period_to_terminate_renewal").as_deref(), Some("six (6) months"));
+    }
+
+    #[test]
+    fn renewal_without_end_after_a_first_term_and_year_to_year_thereafter() {
+        let text = "This Agreement shall commence on the Effective Date and continue in full force and effect until the end of the fifteenth (15th) Contract Year, and shall continue in full force and effect thereafter until terminated by either Party by providing thirty (30) days notice.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("perpetual"));
+        // no first term: the agreement simply runs until terminated, which is not a renewal
+        let text = "This Agreement will become effective as of the date first written above and will continue in effect thereafter until terminated pursuant to Paragraph 4.2 below.";
+        assert_eq!(get(text, "renewal_term"), None);
+        let text = "This Agreement shall continue in effect for a period of one year from the date of its execution and from year to year thereafter provided such continuance is approved by the trustees.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("successive 1 year"));
     }
 
     #[test]
