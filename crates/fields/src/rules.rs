@@ -1092,9 +1092,11 @@ static ED_ON_SIGNATURE: LazyLock<Regex> = LazyLock::new(|| {
 /// The effective date is the agreement's own date.
 static ED_SAME_AS_AGREEMENT: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r#"(?i)"?\beffective\s+date"?\)?\s*(?:shall\s+)?(?:mean|means|is|shall\s+be)\s+the\s+date\s+(?:first\s+)?(?:above\s+written|written\s+above|set\s+forth\s+above|(?:first\s+)?(?:written|set\s+forth)\s+above|hereof|of\s+this\s+agreement)|\b(?:effective|into\s+force|into\s+effect)\s+(?:as\s+of\s+|on\s+|from\s+|upon\s+)?(?:the\s+)?(?:date\s+(?:first\s+)?(?:above\s+written|written\s+above|set\s+forth\s+above|hereof|of\s+(?:the\s+|this\s+)?agreement|of\s+execution(?:\s+(?:hereof|of\s+this\s+agreement))?)|execution\s+date)"#,
+        r#"(?i)"?\beffective\s+date"?\)?\s*(?:shall\s+)?(?:mean|means|is|shall\s+be)\s+the\s+date\s+(?:first\s+)?(?:above\s+written|written\s+above|set\s+forth\s+above|(?:first\s+)?(?:written|set\s+forth)\s+above|hereof|of\s+this\s+agreement)|\b(?:effective|into\s+force|into\s+effect|(?:this\s+agreement|the\s+term|initial\s+term)\b[^.;()]{0,40}?\b(?:commence|commences|commencing|begin|begins|beginning))\s+(?:as\s+of\s+|on\s+|from\s+|upon\s+)?(?:the\s+)?(?:date\s+(?:first\s+)?(?:above\s+written|written\s+above|set\s+forth\s+above|hereof|of\s+(?:the\s+|this\s+)?agreement|of\s+execution(?:\s+(?:hereof|of\s+this\s+agreement))?)|first\s+date\s+(?:above\s+written|written\s+above)|day\s+and\s+year\s+first\s+(?:above\s+written|written\s+above)|execution\s+date)"#,
     )
 });
+
+static ED_OTHER_PERIOD: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b(?:period|during)\b"));
 
 /// The effective date: a date defined as the "Effective Date", "effective as of <date>",
 /// "commencing on <date>"; else the agreement date when the text says the two are the same
@@ -1125,10 +1127,9 @@ fn effective_date(w: &Work, agreement: Option<&DateHit>) -> Option<Found> {
         }
     }
     let a = agreement?;
-    if let Some(m) = ED_SAME_AS_AGREEMENT.find(&w.s) {
-        return Some(w.found(a.raw.clone(), w.sentence(m.start(), m.end())));
-    }
-    None
+    // (not "during the period commencing on the date hereof": a period of the agreement's, not its term)
+    let m = ED_SAME_AS_AGREEMENT.find_iter(&w.s).find(|m| !ED_OTHER_PERIOD.is_match(m.as_str()))?;
+    Some(w.found(a.raw.clone(), w.sentence(m.start(), m.end())))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1873,6 +1874,7 @@ mod tests {
             &*ED_COMMENCE,
             &*TERM_OR_AGREEMENT,
             &*ED_SAME_AS_AGREEMENT,
+            &*ED_OTHER_PERIOD,
             &*EX_DEFINED,
             &*EX_DATE,
             &*EX_CONTINUE,
@@ -2096,6 +2098,17 @@ mod tests {
         let text = "This Agreement is dated as of May 5, 1998 (the \"Effective Date\") between A Corp. (\"A\") and B Corp. (\"B\").";
         assert_eq!(get(text, "agreement_date").as_deref(), Some("May 5, 1998"));
         assert_eq!(get(text, "effective_date").as_deref(), Some("May 5, 1998"));
+    }
+
+    #[test]
+    fn effective_date_when_the_term_starts_with_the_agreement() {
+        let text = "This Agreement is made this 20th day of March 2002 between A Inc. (\"A\") and B LLC (\"B\"). The term of this Agreement shall be three years, commencing on the date of this Agreement.";
+        assert_eq!(get(text, "effective_date").as_deref(), Some("20th day of March 2002"));
+        let text = "This Agreement is dated February 4, 2005 between A Inc. (\"A\") and B LLC (\"B\"). This Agreement shall become effective as of the day and year first above written.";
+        assert_eq!(get(text, "effective_date").as_deref(), Some("February 4, 2005"));
+        // a period that begins on the date hereof is not the agreement's
+        let text = "This Agreement is dated June 18, 2020 between A Inc. (\"A\") and B LLC (\"B\"). During the period commencing on the date hereof and ending on the 2021 meeting, B shall vote its shares.";
+        assert_eq!(get(text, "effective_date"), None);
     }
 
     #[test]
