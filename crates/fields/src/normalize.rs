@@ -1363,9 +1363,7 @@ const COLLECTIVE_GLUE: &[&str] = &[
 /// parties together), is not another party. Text from a quote on ("Sorrent, Inc \"parties\" and
 /// each individually ...", debris of a defined term) is not part of a name.
 fn tidy_party_list(parties: Vec<Party>) -> Vec<Party> {
-    let words = |s: &str| -> Vec<String> {
-        s.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_string).collect()
-    };
+    let words = text_words;
     let mut out: Vec<Party> = Vec::new();
     for mut p in parties {
         if let Some(i) = p.name.find('"').filter(|&i| i > 0) {

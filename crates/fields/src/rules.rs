@@ -740,42 +740,29 @@ static PARTY_NOT_A_NAME: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// The parties as names: tails that are not part of a name cut, pieces of sentence dropped.
-/// A capacity ("as servicer") adds its roles to the party before it; a party named twice (a cover
-/// page, then the preamble) is kept once.
+/// A capacity ("as servicer") adds its roles to the party before it. (A party named twice is
+/// merged where every answer's party list is normalised: [`crate::normalize::parse_parties`].)
 fn tidy_parties(list: Vec<(String, Vec<String>)>) -> Vec<(String, Vec<String>)> {
     let mut out: Vec<(String, Vec<String>)> = Vec::new();
     for (name, roles) in list {
         let name = PARTY_NAME_TAIL.replace(&name, "");
         let name = PARTY_SUFFIX_ADDRESS.replace(&name, "$suffix");
         let name = name.trim_end_matches([',', ';', ' ']).to_string();
-        let same = |other: &String| fold_name(other) == fold_name(&name);
-        let earlier = if PARTY_CAPACITY.is_match(&name) {
-            out.len().checked_sub(1)
-        } else {
-            out.iter().position(|(n, _)| same(n))
-        };
-        if let Some(i) = earlier {
-            for r in roles {
-                if !out[i].1.contains(&r) {
-                    out[i].1.push(r);
+        if PARTY_CAPACITY.is_match(&name) {
+            if let Some(last) = out.last_mut() {
+                for r in roles {
+                    if !last.1.contains(&r) {
+                        last.1.push(r);
+                    }
                 }
             }
             continue;
         }
-        if !name.is_empty() && !PARTY_NOT_A_NAME.is_match(&name) && !PARTY_CAPACITY.is_match(&name) {
+        if !name.is_empty() && !PARTY_NOT_A_NAME.is_match(&name) {
             out.push((name, roles));
         }
     }
     out
-}
-
-/// A name's words, lower-cased, for spotting the same party written twice.
-fn fold_name(name: &str) -> String {
-    name.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// Parties from the preamble: "by and between X (the "Company") and Y ("Licensee")", as
@@ -2053,11 +2040,23 @@ mod tests {
 
     #[test]
     fn parties_capacities_duplicates_and_tails() {
-        // "as servicer" is the capacity of the party before; the cover page repeats the names
+        // "as servicer" is the capacity of the party before; a name given twice is one party once
+        // the list is normalised
         let t = "SALE AGREEMENT among VERIZON ABS LLC (\"Depositor\"), Cellco Partnership d/b/a Verizon Wireless (\"Cellco\"), as servicer (\"Servicer\"), and VERIZON ABS LLC (\"Seller\").";
+        let raw = get(t, "parties").expect("parties found");
         assert_eq!(
-            get(t, "parties").as_deref(),
-            Some("VERIZON ABS LLC (\"Depositor\", \"Seller\"); Cellco Partnership d/b/a Verizon Wireless (\"Cellco\", \"Servicer\")")
+            raw,
+            "VERIZON ABS LLC (\"Depositor\"); Cellco Partnership d/b/a Verizon Wireless (\"Cellco\", \"Servicer\"); VERIZON ABS LLC (\"Seller\")"
+        );
+        let parties = crate::normalize::parse_parties(&raw);
+        let named: Vec<(&str, Vec<&str>)> =
+            parties.iter().map(|p| (p.name.as_str(), p.roles.iter().map(String::as_str).collect())).collect();
+        assert_eq!(
+            named,
+            [
+                ("VERIZON ABS LLC", vec!["Depositor", "Seller"]),
+                ("Cellco Partnership d/b/a Verizon Wireless", vec!["Cellco", "Servicer"])
+            ]
         );
         // an address run on after the corporate suffix, "on the one hand", a heading's date
         let t = "LICENSE AGREEMENT made by and between Xencor, Inc. 111 W. Lemon Ave. Monrovia, CA 91016 USA (\"XENCOR\"), on the one hand, and on the other hand, Boehringer Ingelheim International GmbH (\"BII\").";
