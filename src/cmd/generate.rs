@@ -30,8 +30,11 @@ pub struct DecoderArgs {
     /// Weight matrices: `gguf` keeps the GGUF's Q4_K and Q6_K matrices in the file's blocks and
     /// multiplies them there (CPU; the others, and all on CUDA, are dequantized); `q4` repacks
     /// the Q4_K ones for libtorch's int4 kernel and dequantizes the rest; `dense` dequantizes all
-    /// of them at load.
-    #[arg(long = "decoder-weights", id = "decoder_weights", env = "DOCPIPE_DECODER_WEIGHTS", default_value = "gguf")]
+    /// of them at load; `hybrid[:ROWS]` keeps the blocks and a dense copy, multiplying passes of
+    /// at least ROWS tokens (timed at load when omitted) with the copy. `auto`: dense on CUDA;
+    /// on the CPU in bf16, hybrid where the copy is at least 1.3× as fast on a 512-token pass
+    /// (CPUs with AMX), else gguf.
+    #[arg(long = "decoder-weights", id = "decoder_weights", env = "DOCPIPE_DECODER_WEIGHTS", default_value = "auto")]
     pub weights: Weights,
     /// KV-cache token slots per block.
     #[arg(long, env = "DOCPIPE_KV_BLOCK_SIZE", default_value_t = 16)]
@@ -112,6 +115,7 @@ impl DecoderArgs {
             model = %path.display(),
             device = ?dev,
             precision = precision.name(),
+            weights = %engine.model().weights(),
             weight_bytes = engine.model().weight_bytes(),
             kv_bytes_per_token = engine.cache().bytes_per_token(),
             load_s = t0.elapsed().as_secs_f64(),

@@ -8,8 +8,9 @@
 //! 1,500-token prompt; decode tokens/s at batch 1 (64 new tokens after a question prompt,
 //! decode steps only); and, for 8, 32 and 64 concurrent sequences (the first N questions, 64
 //! new tokens each, no stop token), generated tokens per second of wall time including their
-//! prefill. `BENCH_SEQUENCES=8,32` changes the set; `BENCH_WEIGHTS=gguf|q4|dense` how the weights are
-//! held (gguf, the default: `Q4_K`/`Q6_K` in the file's blocks; q4: `Q4_K` in libtorch's int4). Threads: libtorch's (`OMP_NUM_THREADS`).
+//! prefill. `BENCH_SEQUENCES=8,32` changes the set; `BENCH_WEIGHTS=gguf|q4|dense|hybrid[:ROWS]|auto`
+//! how the weights are held (gguf, the default here: `Q4_K`/`Q6_K` in the file's blocks; q4:
+//! `Q4_K` in libtorch's int4; auto: what the pipeline chooses, its choice printed as `chosen`). Threads: libtorch's (`OMP_NUM_THREADS`).
 use std::path::Path;
 use std::time::Instant;
 
@@ -131,9 +132,10 @@ fn bench(gguf: &str, dtype: &str, prompts: &str, keep_heap: bool) {
         stop: vec![],
         constraint: None,
     };
-    let weights_name = format!("{weights:?}");
+    let (weights_name, chosen) = (weights.to_string(), engine.model().weights().to_string());
     let line = |mut v: serde_json::Value| {
         v["weights"] = json!(weights_name);
+        v["chosen"] = json!(chosen);
         println!("{v}")
     };
     line(json!({"impl": "docpipe", "dtype": dtype, "what": "load", "seconds": load_s, "weight_bytes": weight_bytes,

@@ -96,6 +96,10 @@ impl Config {
 /// How the weight matrices are held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Weights {
+    /// Chosen at load ([`Weights::resolve`]): on CUDA `Dense`; on the CPU in bf16, `Hybrid`
+    /// where a dense copy multiplies a prompt chunk clearly faster than the file's blocks (timed
+    /// at load: CPUs with bf16 matrix units), else `Gguf`.
+    Auto,
     /// Dequantized at load into the model's precision.
     Dense,
     /// `Q4_K` matrices kept in 4 bits ([`Int4Linear`], CPU only); the others dense.
@@ -103,18 +107,117 @@ pub enum Weights {
     /// `Q4_K` and `Q6_K` matrices kept in the file's blocks ([`KQuantLinear`], CPU only); the
     /// others dense.
     Gguf,
+    /// The file's blocks as `Gguf` and a dense copy beside them (CPU only): a pass of at least
+    /// `dense_from_rows` tokens (prompt chunks, many sequences) multiplies the dense copy, a
+    /// smaller one (decode steps) the blocks. `None`: the crossover is timed at load.
+    Hybrid { dense_from_rows: Option<usize> },
 }
 
 impl std::str::FromStr for Weights {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
+            "auto" => Ok(Self::Auto),
             "dense" => Ok(Self::Dense),
             "q4" => Ok(Self::Q4),
             "gguf" => Ok(Self::Gguf),
-            _ => Err(format!("unknown weight format {s:?} (gguf, q4 or dense)")),
+            "hybrid" => Ok(Self::Hybrid { dense_from_rows: None }),
+            _ => match s.strip_prefix("hybrid:").map(str::parse::<usize>) {
+                Some(Ok(n)) if n > 0 => Ok(Self::Hybrid { dense_from_rows: Some(n) }),
+                _ => Err(format!("unknown weight format {s:?} (auto, gguf, q4, dense, hybrid or hybrid:ROWS)")),
+            },
         }
     }
+}
+
+impl std::fmt::Display for Weights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Auto => f.write_str("auto"),
+            Self::Dense => f.write_str("dense"),
+            Self::Q4 => f.write_str("q4"),
+            Self::Gguf => f.write_str("gguf"),
+            Self::Hybrid { dense_from_rows: None } => f.write_str("hybrid"),
+            Self::Hybrid { dense_from_rows: Some(n) } => write!(f, "hybrid:{n}"),
+        }
+    }
+}
+
+/// How much faster the dense copy must multiply a 512-token pass for `Auto` to keep it (it
+/// costs 2 bytes per value more than the blocks' 0.56–0.83).
+const AUTO_DENSE_SPEEDUP: f64 = 1.3;
+/// How much faster the dense copy must be at a pass size for `Hybrid` to use it from there on.
+const CROSSOVER_MARGIN: f64 = 1.15;
+
+impl Weights {
+    /// `Auto`, and `Hybrid` without a crossover, made concrete for `device` and `kind`: what
+    /// [`Qwen2::load`] holds. On the CPU this times layer 0's gate and up projections both ways
+    /// at 8, 32, 128 and 512 tokens per pass (under a second).
+    pub fn resolve(self, g: &Gguf, device: Device, kind: Kind) -> Result<Self, Qwen2Error> {
+        let on_cpu = device == Device::Cpu;
+        match self {
+            Weights::Auto if !on_cpu => Ok(Weights::Dense),
+            Weights::Auto if kind != Kind::BFloat16 => Ok(Weights::Gguf),
+            Weights::Hybrid { dense_from_rows: None } if !on_cpu => Ok(Weights::Dense),
+            Weights::Auto | Weights::Hybrid { dense_from_rows: None } => {
+                let times = time_passes(g, kind)?;
+                // the fewest tokens per pass from which the dense copy is clearly the faster
+                // (at the crossover the two take about the same time, and one timing each varies)
+                let crossover = times.iter().find(|t| t.dense_s * CROSSOVER_MARGIN <= t.blocks_s).map(|t| t.rows);
+                let prefill = times.last();
+                let pays = prefill.is_some_and(|t| t.dense_s * AUTO_DENSE_SPEEDUP <= t.blocks_s);
+                let chosen = match (self, crossover) {
+                    (Weights::Auto, Some(rows)) if pays => Weights::Hybrid { dense_from_rows: Some(rows) },
+                    (Weights::Auto, _) => Weights::Gguf,
+                    (_, rows) => Weights::Hybrid { dense_from_rows: Some(rows.unwrap_or(PROBE_ROWS[3])) },
+                };
+                let timed: Vec<String> = times
+                    .iter()
+                    .map(|t| {
+                        format!("{} tokens: blocks {:.1} ms, dense {:.1} ms", t.rows, t.blocks_s * 1e3, t.dense_s * 1e3)
+                    })
+                    .collect();
+                tracing::info!(asked = %self, chosen = %chosen, timed = %timed.join("; "), "decoder weights chosen");
+                Ok(chosen)
+            }
+            w => Ok(w),
+        }
+    }
+}
+
+/// Tokens per pass at which [`Weights::resolve`] times the two ways.
+const PROBE_ROWS: [usize; 4] = [8, 32, 128, 512];
+
+struct PassTime {
+    rows: usize,
+    blocks_s: f64,
+    dense_s: f64,
+}
+
+/// Layer 0's gate and up projections as the file's blocks and dense in `kind`, each timed on
+/// one pass of every [`PROBE_ROWS`] (after one untimed pass); empty where the file's matrices
+/// are not in a format the blocks kernel reads.
+fn time_passes(g: &Gguf, kind: Kind) -> Result<Vec<PassTime>, Qwen2Error> {
+    let c = Config::from_gguf(g)?;
+    let names = [("blk.0.ffn_gate.weight", c.intermediate_size), ("blk.0.ffn_up.weight", c.intermediate_size)];
+    let probe = |weights| Loader { g, device: Device::Cpu, kind, weights }.linear(&names, c.hidden_size);
+    let (blocks, dense) = (probe(Weights::Gguf)?, probe(Weights::Dense)?);
+    if !matches!(blocks, Linear::KQuant(_)) {
+        return Ok(Vec::new());
+    }
+    let _no_grad = tch::no_grad_guard();
+    let mut out = Vec::with_capacity(PROBE_ROWS.len());
+    for rows in PROBE_ROWS {
+        let x = Tensor::f_randn([rows as i64, c.hidden_size as i64], (kind, Device::Cpu))?;
+        let seconds = |l: &Linear| -> R<f64> {
+            let _ = l.forward(&x)?;
+            let t = std::time::Instant::now();
+            let _ = l.forward(&x)?;
+            Ok(t.elapsed().as_secs_f64())
+        };
+        out.push(PassTime { rows, blocks_s: seconds(&blocks)?, dense_s: seconds(&dense)? });
+    }
+    Ok(out)
 }
 
 /// Tensors read from the GGUF file, dequantized into the model's precision (or kept in 4 bits).
@@ -151,12 +254,11 @@ impl Loader<'_> {
         let all = |f: fn(GgmlType) -> bool| self.device == Device::Cpu && infos.iter().all(|t| f(t.kind));
         let quantized = match self.weights {
             Weights::Q4 => all(|k| k == GgmlType::Q4K),
-            Weights::Gguf => all(kquant::supported),
-            Weights::Dense => false,
+            Weights::Gguf | Weights::Hybrid { .. } => all(kquant::supported),
+            Weights::Dense | Weights::Auto => false,
         };
         if !quantized {
-            let parts = names.iter().map(|(n, rows)| self.take(n, &[*rows, cols])).collect::<Result<Vec<_>, _>>()?;
-            return Ok(Linear::Dense(Tensor::f_cat(&parts, 0)?));
+            return Ok(Linear::Dense(self.dense(names, cols)?));
         }
         // the parts' blocks as stored
         let mut raw = Vec::with_capacity(names.len());
@@ -172,7 +274,21 @@ impl Loader<'_> {
             return Ok(Linear::Int4(Int4Linear::from_q4_k(&parts, cols, self.kind, self.device)?));
         }
         let parts: Vec<_> = raw.iter().map(|(k, b, r)| (*k, b.as_slice(), *r)).collect();
-        Ok(Linear::KQuant(KQuantLinear::new(&parts, cols)?))
+        let blocks = KQuantLinear::new(&parts, cols)?;
+        match self.weights {
+            Weights::Hybrid { dense_from_rows } => Ok(Linear::Hybrid {
+                blocks,
+                dense: self.dense(names, cols)?,
+                dense_from_rows: dense_from_rows.unwrap_or(PROBE_ROWS[3]) as i64,
+            }),
+            _ => Ok(Linear::KQuant(blocks)),
+        }
+    }
+
+    /// The matrices `names` dequantized and stacked along their output dimension.
+    fn dense(&self, names: &[(&str, usize)], cols: usize) -> Result<Tensor, Qwen2Error> {
+        let parts = names.iter().map(|(n, rows)| self.take(n, &[*rows, cols])).collect::<Result<Vec<_>, _>>()?;
+        Ok(Tensor::f_cat(&parts, 0)?)
     }
 }
 
@@ -181,6 +297,12 @@ enum Linear {
     Dense(Tensor),
     Int4(Int4Linear),
     KQuant(KQuantLinear),
+    /// Both: the dense copy for passes of at least `dense_from_rows` rows, else the blocks.
+    Hybrid {
+        blocks: KQuantLinear,
+        dense: Tensor,
+        dense_from_rows: i64,
+    },
 }
 
 impl Linear {
@@ -189,6 +311,14 @@ impl Linear {
             Linear::Dense(w) => x.f_linear(w, None::<Tensor>),
             Linear::Int4(l) => l.forward(x),
             Linear::KQuant(l) => l.forward(x),
+            Linear::Hybrid { blocks, dense, dense_from_rows } => {
+                let cols = x.size().last().copied().unwrap_or(1).max(1);
+                if x.numel() as i64 / cols >= *dense_from_rows {
+                    x.f_linear(dense, None::<Tensor>)
+                } else {
+                    blocks.forward(x)
+                }
+            }
         }
     }
 
@@ -197,6 +327,7 @@ impl Linear {
             Linear::Dense(w) => w.numel() * w.kind().elt_size_in_bytes(),
             Linear::Int4(l) => l.bytes(),
             Linear::KQuant(l) => l.bytes(),
+            Linear::Hybrid { blocks, dense, .. } => blocks.bytes() + dense.numel() * dense.kind().elt_size_in_bytes(),
         }
     }
 }
@@ -425,11 +556,13 @@ pub struct Qwen2 {
     inv_freq: Tensor,
     device: Device,
     kind: Kind,
+    weights: Weights,
 }
 
 impl Qwen2 {
     pub fn load(g: &Gguf, device: Device, kind: Kind, weights: Weights) -> Result<Self, Qwen2Error> {
         let c = Config::from_gguf(g)?;
+        let weights = weights.resolve(g, device, kind)?;
         let l = Loader { g, device, kind, weights };
         let eps = c.rms_norm_eps;
         let mut layers = Vec::with_capacity(c.num_layers);
@@ -442,7 +575,7 @@ impl Qwen2 {
                 mlp: Mlp::load(&l, &p, &c)?,
             });
         }
-        let blocks = weights == Weights::Gguf && device == Device::Cpu;
+        let blocks = matches!(weights, Weights::Gguf | Weights::Hybrid { .. }) && device == Device::Cpu;
         let embed = match g.tensor("token_embd.weight") {
             Some(t) if blocks => {
                 let want = vec![c.vocab_size as i64, c.hidden_size as i64];
@@ -475,7 +608,13 @@ impl Qwen2 {
             inv_freq,
             device,
             kind,
+            weights,
         })
+    }
+
+    /// How the weight matrices are held (`Auto` resolved).
+    pub fn weights(&self) -> Weights {
+        self.weights
     }
 
     pub fn kind(&self) -> Kind {
@@ -580,5 +719,23 @@ impl Qwen2 {
             first += len;
         }
         Ok(step)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Weights;
+
+    #[test]
+    fn weight_formats_parse_and_print_back() {
+        for s in ["auto", "dense", "q4", "gguf", "hybrid", "hybrid:32"] {
+            let w: Weights = s.parse().unwrap();
+            assert_eq!(w.to_string(), s);
+        }
+        assert_eq!("hybrid:64".parse(), Ok(Weights::Hybrid { dense_from_rows: Some(64) }));
+        for bad in ["hybrid:0", "hybrid:x", "int4", ""] {
+            let err = bad.parse::<Weights>().unwrap_err();
+            assert!(err.contains("unknown weight format"), "{bad}: {err}");
+        }
     }
 }

@@ -175,8 +175,9 @@ fn tokenizer_and_chat_template_match_llama_cpp() {
 
 #[test]
 fn greedy_decoding_matches_llama_cpp() {
-    // both ways of keeping the weights quantized: libtorch's int4 and the GGUF blocks as they are
-    for weights in [Weights::Q4, Weights::Gguf] {
+    // the ways of keeping the weights quantized: libtorch's int4, the GGUF blocks as they are,
+    // and the blocks beside a dense copy that takes the prompts (passes of 4 tokens or more)
+    for weights in [Weights::Q4, Weights::Gguf, Weights::Hybrid { dense_from_rows: Some(4) }] {
         greedy_parity(weights);
     }
 }
