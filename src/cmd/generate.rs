@@ -33,7 +33,7 @@ pub struct DecoderArgs {
     /// of them at load; `hybrid[:ROWS]` keeps the blocks and a dense copy, multiplying passes of
     /// at least ROWS tokens (timed at load when omitted) with the copy. `auto`: dense on CUDA;
     /// on the CPU in bf16, hybrid where the copy is at least 1.3× as fast on a 512-token pass
-    /// (CPUs with AMX), else gguf.
+    /// (CPUs with AMX or a fast AVX512-BF16), else gguf.
     #[arg(long = "decoder-weights", id = "decoder_weights", env = "DOCPIPE_DECODER_WEIGHTS", default_value = "auto")]
     pub weights: Weights,
     /// KV-cache token slots per block.
