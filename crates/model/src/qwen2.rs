@@ -12,10 +12,12 @@
 //! ```
 //! Grouped-query attention: `head_count / head_count_kv` query heads share a K/V head.
 //! Every size comes from the GGUF metadata ([`Config::from_gguf`]). Weight matrices are held
-//! one of three ways ([`Weights`]): dequantized at load into the model's precision (bf16 or
+//! one of four ways ([`Weights`]): dequantized at load into the model's precision (bf16 or
 //! fp32); on the CPU, the `Q4_K` and `Q6_K` ones in the file's own blocks ([`KQuantLinear`],
-//! with the token embedding's rows dequantized as they are looked up); or the `Q4_K` ones
-//! repacked for libtorch's int4 kernel ([`Int4Linear`]) and the others dequantized.
+//! with the token embedding's rows dequantized as they are looked up); those blocks and a
+//! dense copy, each pass taking the faster for its number of tokens (`Hybrid`); or the `Q4_K`
+//! ones repacked for libtorch's int4 kernel ([`Int4Linear`]) and the others dequantized.
+//! `Auto` picks at load ([`Weights::resolve`]).
 //!
 //! A forward pass takes any mix of sequences, each with a run of new tokens (a prompt chunk
 //! or one decode token) at known positions and a block table into the [`KvCache`]; it
