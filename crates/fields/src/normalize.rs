@@ -1363,21 +1363,22 @@ const COLLECTIVE_GLUE: &[&str] = &[
 /// parties together), is not another party. Text from a quote on ("Sorrent, Inc \"parties\" and
 /// each individually ...", debris of a defined term) is not part of a name.
 fn tidy_party_list(parties: Vec<Party>) -> Vec<Party> {
-    let words = text_words;
     let mut out: Vec<Party> = Vec::new();
     for mut p in parties {
         if let Some(i) = p.name.find('"').filter(|&i| i > 0) {
             p.name = clean_name(&p.name[..i]);
         }
-        let folded = words(&p.name).join(" ");
-        if let Some(same) = out.iter_mut().find(|q| !folded.is_empty() && words(&q.name).join(" ") == folded) {
+        let folded = text_words(&p.name).join(" ");
+        if let Some(same) = out.iter_mut().find(|q| !folded.is_empty() && text_words(&q.name).join(" ") == folded) {
             let roles = std::mem::take(&mut p.roles);
             push_roles(&mut same.roles, roles);
             continue;
         }
-        let own: Vec<String> = words(&p.name);
-        let known: HashSet<String> =
-            out.iter().flat_map(|q| words(&q.name).into_iter().chain(q.roles.iter().flat_map(|r| words(r)))).collect();
+        let own: Vec<String> = text_words(&p.name);
+        let known: HashSet<String> = out
+            .iter()
+            .flat_map(|q| text_words(&q.name).into_iter().chain(q.roles.iter().flat_map(|r| text_words(r))))
+            .collect();
         let joined = own.iter().any(|w| w == "and");
         let letter_party = |w: &[String]| w.len() == 2 && w[0] == "party" && w[1].len() == 1;
         let collective = joined

@@ -158,9 +158,9 @@ impl Weights {
     pub fn resolve(self, g: &Gguf, device: Device, kind: Kind) -> Result<Self, Qwen2Error> {
         let on_cpu = device == Device::Cpu;
         match self {
-            Weights::Auto if !on_cpu => Ok(Weights::Dense),
+            // the blocks are a CPU kernel: elsewhere every matrix is dense
+            Weights::Auto | Weights::Hybrid { .. } if !on_cpu => Ok(Weights::Dense),
             Weights::Auto if kind != Kind::BFloat16 => Ok(Weights::Gguf),
-            Weights::Hybrid { dense_from_rows: None } if !on_cpu => Ok(Weights::Dense),
             Weights::Auto | Weights::Hybrid { dense_from_rows: None } => {
                 let times = time_passes(g, kind)?;
                 // the fewest tokens per pass from which the dense copy is clearly the faster
