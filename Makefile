@@ -10,6 +10,9 @@ export DOCPIPE_HOME ?= $(HOME)/.cache/docpipe
 export LIBTORCH ?= $(DOCPIPE_HOME)/libtorch-2.11.0/torch
 export DOCPIPE_MODEL ?= $(DOCPIPE_HOME)/embeddinggemma-300m
 SERVICES_ENV := $(DOCPIPE_HOME)/run/env.sh
+# the tests' own database (services.sh creates docpipe_test beside docpipe): what they store
+# never reaches `make demo` or a real run
+TEST_ENV := source $(SERVICES_ENV) && export DOCPIPE_DATABASE_URL=$${DOCPIPE_TEST_DATABASE_URL:?no DOCPIPE_TEST_DATABASE_URL in $(SERVICES_ENV): run make services}
 CARGO ?= cargo
 
 .PHONY: decoder decoder-small demo test bench bench-pipeline bench-decode bench-ocr eval eval-fields eval-ocr train-clauses learning-curve fault-test provision libtorch model ocr services services-down build
@@ -42,12 +45,12 @@ build: libtorch
 	$(CARGO) build --bin docpipe
 
 test: provision
-	source $(SERVICES_ENV) && $(CARGO) test --workspace --no-fail-fast
+	$(TEST_ENV) && $(CARGO) test --workspace --no-fail-fast
 	$(MAKE) --no-print-directory fault-test
 
 # Faults injected into real runs (kill -9 a worker, restart RabbitMQ, restart Postgres).
 fault-test: provision build
-	source $(SERVICES_ENV) && tests/fault-test.sh
+	$(TEST_ENV) && tests/fault-test.sh
 
 demo: provision decoder build
 	source $(SERVICES_ENV) && scripts/demo.sh

