@@ -265,6 +265,22 @@ impl<R: Read> Header<R> {
 
 impl Gguf {
     pub fn open(path: &Path) -> Result<Self, GgufError> {
+        Self::parse(path, true)
+    }
+
+    /// The header alone (metadata and tensor table), without checking that the tensors' data
+    /// is in the file: for a header copied without its data (`decode_bench skeleton`).
+    pub fn open_header(path: &Path) -> Result<Self, GgufError> {
+        Self::parse(path, false)
+    }
+
+    /// Where the data section starts, in bytes from the start of the file; a tensor's
+    /// [`TensorInfo::offset`] counts from there.
+    pub fn data_start(&self) -> u64 {
+        self.data_start
+    }
+
+    fn parse(path: &Path, with_data: bool) -> Result<Self, GgufError> {
         let shown = path.display().to_string();
         let io = |e: std::io::Error| GgufError::Io { path: shown.clone(), message: e.to_string() };
         let file = File::open(path).map_err(io)?;
@@ -316,7 +332,7 @@ impl Gguf {
                     g.tensor_err(&t.name, format!("row of {} values, not whole {} blocks", t.dims[0], t.kind.name()))
                 );
             }
-            if g.data_start + t.offset + t.bytes() > file_len {
+            if with_data && g.data_start + t.offset + t.bytes() > file_len {
                 return Err(g.tensor_err(&t.name, format!("data runs past the end of the file ({file_len} bytes)")));
             }
         }
@@ -604,6 +620,35 @@ mod tests {
         assert_eq!(y[0], -1.0);
         assert_eq!(y[1], -32.0);
         assert_eq!(y[32], 0.0); // scale of sub-block 2 is 0
+    }
+
+    #[test]
+    fn a_header_without_its_data_opens_only_as_a_header() {
+        // version 3, one F32 tensor of 4 values at offset 0, no metadata
+        let mut h = Vec::from(*b"GGUF");
+        h.extend(3u32.to_le_bytes());
+        h.extend(1u64.to_le_bytes());
+        h.extend(0u64.to_le_bytes());
+        h.extend(1u64.to_le_bytes());
+        h.push(b'w');
+        h.extend(1u32.to_le_bytes());
+        h.extend(4u64.to_le_bytes());
+        h.extend(0u32.to_le_bytes());
+        h.extend(0u64.to_le_bytes());
+        let dir = std::env::temp_dir().join(format!("gguf-header-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("header.gguf");
+        std::fs::write(&p, &h).unwrap();
+        assert!(Gguf::open(&p).err().unwrap().to_string().contains("past the end"));
+        let g = Gguf::open_header(&p).unwrap();
+        assert_eq!(g.data_start(), (h.len() as u64).div_ceil(32) * 32);
+        assert_eq!(g.tensors[0].bytes(), 16);
+        // with its data after the alignment padding it opens whole
+        h.resize(g.data_start() as usize, 0);
+        h.extend([0u8; 16]);
+        std::fs::write(&p, &h).unwrap();
+        assert_eq!(Gguf::open(&p).unwrap().tensors[0].name, "w");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

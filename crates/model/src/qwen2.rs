@@ -158,8 +158,9 @@ impl Weights {
     pub fn resolve(self, g: &Gguf, device: Device, kind: Kind) -> Result<Self, Qwen2Error> {
         let on_cpu = device == Device::Cpu;
         match self {
-            // the blocks are a CPU kernel: elsewhere every matrix is dense
-            Weights::Auto | Weights::Hybrid { .. } if !on_cpu => Ok(Weights::Dense),
+            // the blocks and the int4 repacking are CPU kernels: elsewhere every matrix is
+            // dense, whatever was asked, and is named so
+            _ if !on_cpu => Ok(Weights::Dense),
             Weights::Auto if kind != Kind::BFloat16 => Ok(Weights::Gguf),
             Weights::Auto | Weights::Hybrid { dense_from_rows: None } => {
                 let times = time_passes(g, kind)?;
@@ -458,7 +459,7 @@ impl Attention {
                         &vs,
                         s.mask.as_ref(),
                         0.0,
-                        false,
+                        s.causal,
                         scale,
                         true,
                     )?;
@@ -538,8 +539,11 @@ struct SeqStep {
     len: i64,
     /// Slots of positions `0..start + len`.
     keys: Tensor,
-    /// Causal mask `[len, start + len]` (none for a single token).
+    /// Causal mask `[len, start + len]` (none for a single token, or where `causal` says it).
     mask: Option<Tensor>,
+    /// A whole prompt from position 0 off the CPU: causal attention without a mask, which lets
+    /// CUDA use its fused (FlashAttention) kernel. The CPU keeps the mask, and its numerics.
+    causal: bool,
 }
 
 struct DecodeStep {
@@ -709,7 +713,8 @@ impl Qwen2 {
             let len = s.tokens.len() as i64;
             let total = s.start + s.tokens.len();
             let keys: Vec<i64> = (0..total).map(|p| slot(s, p)).collect();
-            let mask = if len > 1 {
+            let causal = len > 1 && s.start == 0 && dev != Device::Cpu;
+            let mask = if len > 1 && !causal {
                 // query i (position start + i) sees keys 0..=start + i
                 let q = Tensor::f_arange(len, (Kind::Int64, dev))?.f_add_scalar(s.start as i64)?.f_unsqueeze(1)?;
                 let k = Tensor::f_arange(total as i64, (Kind::Int64, dev))?.f_unsqueeze(0)?;
@@ -717,7 +722,7 @@ impl Qwen2 {
             } else {
                 None
             };
-            step.seqs.push(SeqStep { first, len, keys: Tensor::from_slice(&keys).f_to_device(dev)?, mask });
+            step.seqs.push(SeqStep { first, len, keys: Tensor::from_slice(&keys).f_to_device(dev)?, mask, causal });
             first += len;
         }
         Ok(step)
