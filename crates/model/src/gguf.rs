@@ -416,6 +416,23 @@ fn f16_at(b: &[u8], i: usize) -> f32 {
     f16::from_le_bytes([b[i], b[i + 1]]).to_f32()
 }
 
+/// [`dequantize_into`] split over `threads` threads, each taking a run of whole blocks.
+pub fn dequantize_into_par(kind: GgmlType, raw: &[u8], out: &mut [f32], threads: usize) {
+    // a small tensor (a norm, a bias) is not worth a thread
+    const MIN_BLOCKS_PER_THREAD: usize = 4096;
+    let (per_block, block_bytes) = kind.block();
+    let blocks = raw.len() / block_bytes;
+    if threads <= 1 || blocks < 2 * MIN_BLOCKS_PER_THREAD {
+        return dequantize_into(kind, raw, out);
+    }
+    let each = blocks.div_ceil(threads);
+    std::thread::scope(|s| {
+        for (r, y) in raw.chunks(each * block_bytes).zip(out.chunks_mut(each * per_block)) {
+            s.spawn(move || dequantize_into(kind, r, y));
+        }
+    });
+}
+
 /// Decode `raw` (whole blocks of `kind`) into `out` (`raw.len() / block bytes × block values`).
 pub fn dequantize_into(kind: GgmlType, raw: &[u8], out: &mut [f32]) {
     let (per_block, block_bytes) = kind.block();
@@ -620,6 +637,23 @@ mod tests {
         assert_eq!(y[0], -1.0);
         assert_eq!(y[1], -32.0);
         assert_eq!(y[32], 0.0); // scale of sub-block 2 is 0
+    }
+
+    #[test]
+    fn dequantizing_in_parallel_gives_the_same_bits() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let raw: Vec<u8> = (0..10_000 * 144)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        let (mut one, mut three) = (vec![0f32; 10_000 * 256], vec![0f32; 10_000 * 256]);
+        dequantize_into(GgmlType::Q4K, &raw, &mut one);
+        dequantize_into_par(GgmlType::Q4K, &raw, &mut three, 3);
+        assert!(one.iter().zip(&three).all(|(a, b)| a.to_bits() == b.to_bits()));
     }
 
     #[test]
