@@ -9,11 +9,11 @@
 //! decode steps only); and, for 8, 32 and 64 concurrent sequences (the first N questions, 64
 //! new tokens each, no stop token), generated tokens per second of wall time including their
 //! prefill. `BENCH_SEQUENCES=8,32` changes the set (up to 256); `BENCH_MAX_RUNNING` (64),
-//! `BENCH_MAX_BATCH_TOKENS` (2048) and `BENCH_KV_BLOCKS` (2048 of 16 tokens) the engine's budget; `BENCH_WEIGHTS=gguf|q4|dense|hybrid[:ROWS]|auto`
-//! how the weights are held (gguf, the default here: `Q4_K`/`Q6_K` in the file's blocks; q4:
+//! `BENCH_MAX_BATCH_TOKENS` (2048) and `BENCH_KV_BLOCKS` (2048 of 16 tokens) the engine's
+//! budget; `BENCH_WEIGHTS=gguf|q4|dense|hybrid[:ROWS]|auto` how the weights are held (gguf, the default here: `Q4_K`/`Q6_K` in the file's blocks; q4:
 //! `Q4_K` in libtorch's int4; auto: what the pipeline chooses, its choice printed as `chosen`). Threads: libtorch's (`OMP_NUM_THREADS`).
-//! `BENCH_DEVICE=cpu|cuda[:N]` picks the device (on CUDA only `dense` and `auto`, which is
-//! dense there, apply).
+//! `BENCH_DEVICE=cpu|cuda[:N]` picks the device (on CUDA every choice of weights is dense, and
+//! is named so).
 //!
 //! For a machine the model file cannot reach (the GPU machine: `deploy/gpu-decode-bench.sh`):
 //! `decode_bench skeleton GGUF OUT` copies the file's header alone (metadata, the tokenizer,
