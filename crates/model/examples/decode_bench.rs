@@ -173,15 +173,7 @@ fn check(gguf: &str, prompts: &str) {
         };
         let mut engine = Engine::new(model, cfg).unwrap_or_else(|e| die(e.to_string()));
         for (i, q) in questions.iter().take(8).enumerate() {
-            let req = Request {
-                id: i as u64,
-                prompt: q.clone(),
-                sampling: Sampling::Greedy,
-                max_new_tokens: 16,
-                stop: vec![],
-                constraint: None,
-            };
-            engine.add(req).unwrap_or_else(|e| die(e.to_string()));
+            engine.add(greedy(i as u64, q, 16)).unwrap_or_else(|e| die(e.to_string()));
         }
         let mut out = vec![Vec::new(); questions.len().min(8)];
         for e in engine.run().unwrap_or_else(|e| die(e.to_string())) {
@@ -200,6 +192,18 @@ fn check(gguf: &str, prompts: &str) {
         json!({"what": "check", "device": format!("{device:?}"), "prompts": cpu.len(), "identical": same,
                "first_token_same": first})
     );
+}
+
+/// `new` tokens greedily after `prompt`, no stop token.
+fn greedy(id: u64, prompt: &[u32], new: usize) -> Request {
+    Request {
+        id,
+        prompt: prompt.to_vec(),
+        sampling: Sampling::Greedy,
+        max_new_tokens: new,
+        stop: vec![],
+        constraint: None,
+    }
 }
 
 /// The prefill prompt and the question prompts of a `prompts` file.
@@ -282,14 +286,6 @@ fn bench(gguf: &str, dtype: &str, prompts: &str, keep_heap: bool) {
     };
     let mut engine = Engine::new(model, cfg).unwrap_or_else(|e| die(e.to_string()));
     let kv_bytes_per_token = engine.cache().bytes_per_token();
-    let req = |id: u64, prompt: &[u32], new: usize| Request {
-        id,
-        prompt: prompt.to_vec(),
-        sampling: Sampling::Greedy,
-        max_new_tokens: new,
-        stop: vec![],
-        constraint: None,
-    };
     let (weights_name, chosen) = (weights.to_string(), engine.model().weights().to_string());
     let line = |mut v: serde_json::Value| {
         v["weights"] = json!(weights_name);
@@ -302,16 +298,16 @@ fn bench(gguf: &str, dtype: &str, prompts: &str, keep_heap: bool) {
     // warm-up; on a GPU also a prompt as long as the timed one (reversed, so that no block of
     // it is in the prefix cache), so that first-use costs (the allocator's growth, kernel
     // selection for the shape) stay out of the timed pass
-    engine.add(req(0, &questions[0], 4)).unwrap_or_else(|e| die(e.to_string()));
+    engine.add(greedy(0, &questions[0], 4)).unwrap_or_else(|e| die(e.to_string()));
     if device != tch::Device::Cpu {
         let reversed: Vec<u32> = prefill.iter().rev().copied().collect();
-        engine.add(req(u64::MAX, &reversed, 1)).unwrap_or_else(|e| die(e.to_string()));
+        engine.add(greedy(u64::MAX, &reversed, 1)).unwrap_or_else(|e| die(e.to_string()));
     }
     engine.run().unwrap_or_else(|e| die(e.to_string()));
 
     // prefill: the 1,500-token prompt in one pass, one token generated
     engine.stats = Default::default();
-    engine.add(req(1, &prefill, 1)).unwrap_or_else(|e| die(e.to_string()));
+    engine.add(greedy(1, &prefill, 1)).unwrap_or_else(|e| die(e.to_string()));
     let t = Instant::now();
     engine.run().unwrap_or_else(|e| die(e.to_string()));
     let s = t.elapsed().as_secs_f64();
@@ -320,7 +316,7 @@ fn bench(gguf: &str, dtype: &str, prompts: &str, keep_heap: bool) {
 
     // decode at batch 1: decode steps only
     engine.stats = Default::default();
-    engine.add(req(2, &questions[0], NEW)).unwrap_or_else(|e| die(e.to_string()));
+    engine.add(greedy(2, &questions[0], NEW)).unwrap_or_else(|e| die(e.to_string()));
     engine.run().unwrap_or_else(|e| die(e.to_string()));
     let st = &engine.stats;
     line(json!({"impl": "docpipe", "dtype": dtype, "what": "decode", "sequences": 1, "tokens": st.decode_tokens,
@@ -331,7 +327,7 @@ fn bench(gguf: &str, dtype: &str, prompts: &str, keep_heap: bool) {
         engine.stats = Default::default();
         let n = n.min(questions.len());
         for (i, q) in questions.iter().take(n).enumerate() {
-            engine.add(req(100 + i as u64, q, NEW)).unwrap_or_else(|e| die(e.to_string()));
+            engine.add(greedy(100 + i as u64, q, NEW)).unwrap_or_else(|e| die(e.to_string()));
         }
         let t = Instant::now();
         engine.run().unwrap_or_else(|e| die(e.to_string()));

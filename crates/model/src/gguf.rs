@@ -405,10 +405,21 @@ impl Gguf {
 
     /// The tensor's values as f32, in storage order (row-major over [`TensorInfo::shape`]).
     pub fn dequantize(&self, t: &TensorInfo) -> Result<Vec<f32>, GgufError> {
-        let raw = self.read_raw(t)?;
         let mut out = vec![0f32; t.elements() as usize];
-        dequantize_into(t.kind, &raw, &mut out);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        self.dequantize_to(t, &mut out, threads)?;
         Ok(out)
+    }
+
+    /// The tensor's values as f32 into `out` (exactly its element count), decoded on up to
+    /// `threads` threads, each taking a run of whole blocks; a small tensor on one.
+    pub fn dequantize_to(&self, t: &TensorInfo, out: &mut [f32], threads: usize) -> Result<(), GgufError> {
+        if out.len() as u64 != t.elements() {
+            return Err(self.tensor_err(&t.name, format!("{} values, not {}", t.elements(), out.len())));
+        }
+        let raw = self.read_raw(t)?;
+        dequantize_into_par(t.kind, &raw, out, threads);
+        Ok(())
     }
 }
 
@@ -417,7 +428,7 @@ fn f16_at(b: &[u8], i: usize) -> f32 {
 }
 
 /// [`dequantize_into`] split over `threads` threads, each taking a run of whole blocks.
-pub fn dequantize_into_par(kind: GgmlType, raw: &[u8], out: &mut [f32], threads: usize) {
+fn dequantize_into_par(kind: GgmlType, raw: &[u8], out: &mut [f32], threads: usize) {
     // a small tensor (a norm, a bias) is not worth a thread
     const MIN_BLOCKS_PER_THREAD: usize = 4096;
     let (per_block, block_bytes) = kind.block();

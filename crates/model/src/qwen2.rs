@@ -25,7 +25,7 @@
 
 use tch::{Device, Kind, TchError, Tensor};
 
-use crate::gguf::{dequantize_into, dequantize_into_par, GgmlType, Gguf, GgufError};
+use crate::gguf::{dequantize_into, GgmlType, Gguf, GgufError};
 use crate::int4::Int4Linear;
 use crate::kquant::{self, KQuantLinear};
 use crate::kv_cache::KvCache;
@@ -241,13 +241,12 @@ impl Loader<'_> {
         }
         // decoded straight into the tensor's memory, on every intra-op thread: the dense copy of
         // the 1.5B is 1.5 G values, and a Vec copied into a tensor cost a pass over 6 GB more
-        let raw = self.g.read_raw(info)?;
         let values = Tensor::f_empty(want.as_slice(), (Kind::Float, Device::Cpu))?;
         let n = info.elements() as usize;
         // SAFETY: `values` is a new contiguous f32 tensor of `n` elements that nothing else
         // references while this slice lives.
         let out = unsafe { std::slice::from_raw_parts_mut(values.data_ptr() as *mut f32, n) };
-        dequantize_into_par(info.kind, &raw, out, tch::get_num_threads().max(1) as usize);
+        self.g.dequantize_to(info, out, tch::get_num_threads().max(1) as usize)?;
         Ok(values.f_to_kind(kind)?.f_to_device(self.device)?)
     }
 
