@@ -1,6 +1,7 @@
 //! Bake libtorch's library directory into the binary's run path, so `docpipe` runs without
 //! LD_LIBRARY_PATH, and compile our C++ against libtorch's headers: the CPU's fused RMSNorm
-//! and GeGLU (`csrc/cpu_norm.cpp`, `csrc/cpu_geglu.cpp`), the k-quant matrix products
+//! and GeGLU (`csrc/cpu_norm.cpp`, `csrc/cpu_geglu.cpp`), the decoder's bias/RoPE and paged
+//! decode attention (`csrc/cpu_decode.cpp`), the k-quant matrix products
 //! (`csrc/cpu_kquant.cpp`) and the packed FlashAttention shim
 //! (`csrc/flash_varlen.cpp`, where the op's header exists). `LIBTORCH` is the same variable
 //! torch-sys builds against; without it these are left out, and the model uses libtorch's ops
@@ -11,6 +12,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     println!("cargo:rerun-if-changed=csrc/flash_varlen.cpp");
     println!("cargo:rerun-if-changed=csrc/cpu_norm.cpp");
+    println!("cargo:rerun-if-changed=csrc/cpu_decode.cpp");
     println!("cargo:rerun-if-changed=csrc/cpu_geglu.cpp");
     println!("cargo:rerun-if-changed=csrc/cpu_kquant.cpp");
     println!("cargo:rerun-if-changed=csrc/cpu_common.h");
@@ -40,6 +42,7 @@ fn main() {
         .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
         .flag("-DGLOG_USE_GLOG_EXPORT")
         .file("csrc/cpu_norm.cpp")
+        .file("csrc/cpu_decode.cpp")
         .file("csrc/cpu_geglu.cpp")
         .file("csrc/cpu_kquant.cpp");
     if flash {

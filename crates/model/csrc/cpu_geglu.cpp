@@ -1,7 +1,8 @@
-// Gemma's GeGLU activation on the CPU in one pass: from the stacked gate/up projection
-// `[rows, 2·n]` (gate first, as the model stacks them) to `[rows, n]`:
+// Gated activations on the CPU in one pass, Gemma's GeGLU and Qwen2's SwiGLU: from the
+// stacked gate/up projection `[rows, 2·n]` (gate first, as the models stack them) to `[rows, n]`:
 //
-//   out = gelu_tanh(gate) · up,   gelu_tanh(x) = ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+//   GeGLU:  out = gelu_tanh(gate) · up,   gelu_tanh(x) = ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+//   SwiGLU: out = silu(gate) · up,        silu(x) = x / (1 + e^(−x))
 //
 // libtorch does this in three passes (gelu over a strided half, a copy, a product) through an
 // accurate vector tanh; here it is one pass with ½·(1 + tanh(z)) = 1 / (1 + e^(−2z)) and an
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "cpu_common.h"
@@ -61,24 +63,45 @@ inline void geglu_row(const typename P::T *gate, const typename P::T *up, typena
   }
 }
 
-CLONES void geglu_rows_f32(const float *gu, float *out, int64_t b, int64_t e, int64_t n) {
-  for (int64_t r = b; r < e; r++) geglu_row<F32>(gu + r * 2 * n, gu + r * 2 * n + n, out + r * n, n);
+template <class P>
+inline void swiglu_row(const typename P::T *gate, const typename P::T *up, typename P::T *out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; i++) {
+    float x = P::load(gate[i]);
+    float act = P::load(P::store(x / (1.0f + exp_approx(-x))));
+    out[i] = P::store(act * P::load(up[i]));
+  }
 }
-CLONES void geglu_rows_bf16(const uint16_t *gu, uint16_t *out, int64_t b, int64_t e, int64_t n) {
-  for (int64_t r = b; r < e; r++) geglu_row<BF16>(gu + r * 2 * n, gu + r * 2 * n + n, out + r * n, n);
+
+enum Activation { GELU_TANH = 0, SILU = 1 };
+
+template <class P>
+inline void glu_rows(const typename P::T *gu, typename P::T *out, int64_t b, int64_t e, int64_t n, int act) {
+  for (int64_t r = b; r < e; r++) {
+    if (act == SILU) swiglu_row<P>(gu + r * 2 * n, gu + r * 2 * n + n, out + r * n, n);
+    else geglu_row<P>(gu + r * 2 * n, gu + r * 2 * n + n, out + r * n, n);
+  }
+}
+
+CLONES void glu_rows_f32(const float *gu, float *out, int64_t b, int64_t e, int64_t n, int act) {
+  glu_rows<F32>(gu, out, b, e, n, act);
+}
+CLONES void glu_rows_bf16(const uint16_t *gu, uint16_t *out, int64_t b, int64_t e, int64_t n, int act) {
+  glu_rows<BF16>(gu, out, b, e, n, act);
 }
 
 constexpr int64_t GRAIN_ROWS = 16;
 
 }  // namespace
 
-// out = gelu_tanh(gate_up[..., :n]) · gate_up[..., n:] for gate_up [..., 2·n] (contiguous,
-// fp32 or bf16, CPU); out is [..., n].
-extern "C" int docpipe_cpu_geglu(const at::Tensor *gate_up, at::Tensor **out, char *err, size_t err_len) {
+// out = act(gate_up[..., :n]) · gate_up[..., n:] for gate_up [..., 2·n] (contiguous, fp32 or
+// bf16, CPU), act 0 = gelu_tanh, 1 = silu; out is [..., n].
+extern "C" int docpipe_cpu_glu(const at::Tensor *gate_up, int32_t act, at::Tensor **out, char *err, size_t err_len) {
   try {
     const at::Tensor &x = *gate_up;
+    if (act != GELU_TANH && act != SILU) throw std::invalid_argument("glu: unknown activation " + std::to_string(act));
     if (!x.device().is_cpu() || !x.is_contiguous() || x.dim() < 1 || x.size(-1) % 2 != 0)
-      throw std::invalid_argument("geglu: expected a contiguous CPU tensor [..., 2·n]");
+      throw std::invalid_argument("glu: expected a contiguous CPU tensor [..., 2·n]");
     int64_t n = x.size(-1) / 2, rows = n == 0 ? 0 : x.numel() / (2 * n);
     std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
     shape.back() = n;
@@ -86,13 +109,13 @@ extern "C" int docpipe_cpu_geglu(const at::Tensor *gate_up, at::Tensor **out, ch
     if (x.scalar_type() == at::kFloat) {
       const float *xp = x.data_ptr<float>();
       float *op = o.data_ptr<float>();
-      at::parallel_for(0, rows, GRAIN_ROWS, [&](int64_t b, int64_t e) { geglu_rows_f32(xp, op, b, e, n); });
+      at::parallel_for(0, rows, GRAIN_ROWS, [&](int64_t b, int64_t e) { glu_rows_f32(xp, op, b, e, n, act); });
     } else if (x.scalar_type() == at::kBFloat16) {
       auto xp = reinterpret_cast<const uint16_t *>(x.data_ptr());
       auto op = reinterpret_cast<uint16_t *>(o.data_ptr());
-      at::parallel_for(0, rows, GRAIN_ROWS, [&](int64_t b, int64_t e) { geglu_rows_bf16(xp, op, b, e, n); });
+      at::parallel_for(0, rows, GRAIN_ROWS, [&](int64_t b, int64_t e) { glu_rows_bf16(xp, op, b, e, n, act); });
     } else {
-      throw std::invalid_argument("geglu: fp32 or bf16 only");
+      throw std::invalid_argument("glu: fp32 or bf16 only");
     }
     *out = new at::Tensor(o);
     return 0;

@@ -3,6 +3,7 @@
 //
 //   rms_norm(x)               y  = x / rms(x) · s
 //   add_rms_norm(x, h)        x' = x + h / rms(h) · s_h;   y = x' / rms(x') · s_next
+//                             (or x' = x + h, without s_h: Qwen2's residual before its norms)
 //   rms_norm_rope(x)          y  = rope(x / rms(x) · s)
 //
 // `s` is `1 + w` in fp32. The arithmetic is fp32 and every result is rounded to the tensor's
@@ -48,11 +49,16 @@ inline void norm_row(const typename P::T *x, const float *s, typename P::T *y, i
 template <class P>
 inline void add_norm_row(const typename P::T *x, const typename P::T *h, const float *sh, const float *sn,
                          typename P::T *xo, typename P::T *y, int64_t d, float eps) {
-  float rh = inv_rms<P>(h, d, eps);
+  if (sh) {
+    float rh = inv_rms<P>(h, d, eps);
 #pragma omp simd
-  for (int64_t i = 0; i < d; i++) {
-    float hn = P::load(P::store(P::load(h[i]) * rh * sh[i]));  // the normed h, rounded
-    xo[i] = P::store(P::load(x[i]) + hn);
+    for (int64_t i = 0; i < d; i++) {
+      float hn = P::load(P::store(P::load(h[i]) * rh * sh[i]));  // the normed h, rounded
+      xo[i] = P::store(P::load(x[i]) + hn);
+    }
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < d; i++) xo[i] = P::store(P::load(x[i]) + P::load(h[i]));
   }
   if (y) norm_row<P>(xo, sn, y, d, eps);
 }
@@ -168,8 +174,8 @@ extern "C" int docpipe_cpu_rms_norm(const at::Tensor *x, const at::Tensor *s, do
   }
 }
 
-// x' = x + rms_norm(h) · s_h, and y = rms_norm(x') · s_next when s_next is given (else y is
-// left null).
+// x' = x + rms_norm(h) · s_h (x' = x + h where s_h is null: a pre-norm model's residual), and
+// y = rms_norm(x') · s_next when s_next is given (else y is left null).
 extern "C" int docpipe_cpu_add_rms_norm(const at::Tensor *x, const at::Tensor *h, const at::Tensor *s_h,
                                         const at::Tensor *s_next, double eps, at::Tensor **x_out, at::Tensor **y,
                                         char *err, size_t err_len) {
@@ -177,11 +183,11 @@ extern "C" int docpipe_cpu_add_rms_norm(const at::Tensor *x, const at::Tensor *h
     check(*x, *x, "x");
     check(*h, *x, "h");
     int64_t d = x->size(-1), rows = x->numel() / d;
-    check_scale(*s_h, d, "scale of h");
+    if (s_h) check_scale(*s_h, d, "scale of h");
     if (s_next) check_scale(*s_next, d, "scale of the next norm");
     at::Tensor xo = at::empty_like(*x);
     at::Tensor out = s_next ? at::empty_like(*x) : at::Tensor();
-    const float *shp = s_h->data_ptr<float>();
+    const float *shp = s_h ? s_h->data_ptr<float>() : nullptr;
     const float *snp = s_next ? s_next->data_ptr<float>() : nullptr;
     float e = float(eps);
     if (x->scalar_type() == at::kFloat) {

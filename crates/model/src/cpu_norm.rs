@@ -1,5 +1,5 @@
 //! Gemma's RMSNorm on the CPU in one pass per row (`csrc/cpu_norm.cpp`), alone or fused with
-//! the residual add before the next norm. libtorch's op-by-op version (fp32 copy, square,
+//! the residual add before the next norm (Gemma's normed residual, or Qwen2's plain one). libtorch's op-by-op version (fp32 copy, square,
 //! mean, rsqrt, two products, cast back) makes six passes over memory per norm, and
 //! a layer has six norms; here a norm is one pass and results are rounded where the op-by-op
 //! version rounds them, so outputs agree up to the order of a sum.
@@ -118,7 +118,7 @@ pub fn rms_norm_rope(
 
 /// The residual step `x + h / rms(h) · scale_h`.
 pub fn add_rms_norm(x: &Tensor, h: &Tensor, scale_h: &Tensor, eps: f64) -> Result<Tensor, TchError> {
-    Ok(add_norm(x, h, scale_h, None, eps)?.0)
+    Ok(add_norm(x, h, Some(scale_h), None, eps)?.0)
 }
 
 /// The residual step, and the sum's norm with `scale_next`: `(sum, norm(sum))`.
@@ -129,7 +129,14 @@ pub fn add_rms_norm_then(
     scale_next: &Tensor,
     eps: f64,
 ) -> Result<(Tensor, Tensor), TchError> {
-    let (sum, normed) = add_norm(x, h, scale_h, Some(scale_next), eps)?;
+    let (sum, normed) = add_norm(x, h, Some(scale_h), Some(scale_next), eps)?;
+    let normed = normed.ok_or_else(|| TchError::Torch("add_rms_norm: the shim returned no norm".into()))?;
+    Ok((sum, normed))
+}
+
+/// A pre-norm residual: `x' = x + h` and `rms_norm(x') · scale_next`, in one pass (Qwen2).
+pub fn add_then_rms_norm(x: &Tensor, h: &Tensor, scale_next: &Tensor, eps: f64) -> Result<(Tensor, Tensor), TchError> {
+    let (sum, normed) = add_norm(x, h, None, Some(scale_next), eps)?;
     let normed = normed.ok_or_else(|| TchError::Torch("add_rms_norm: the shim returned no norm".into()))?;
     Ok((sum, normed))
 }
@@ -138,26 +145,17 @@ pub fn add_rms_norm_then(
 fn add_norm(
     x: &Tensor,
     h: &Tensor,
-    scale_h: &Tensor,
+    scale_h: Option<&Tensor>,
     scale_next: Option<&Tensor>,
     eps: f64,
 ) -> Result<(Tensor, Option<Tensor>), TchError> {
     let (x, h) = (x.f_contiguous()?, h.f_contiguous()?);
     let (mut xo, mut y): (*mut std::ffi::c_void, *mut std::ffi::c_void) = (std::ptr::null_mut(), std::ptr::null_mut());
     let next = scale_next.map_or(std::ptr::null(), |s| s.as_ptr().cast());
+    let of_h = scale_h.map_or(std::ptr::null(), |s| s.as_ptr().cast());
     // SAFETY: as in `rms_norm`; `y` stays null when `scale_next` is.
     checked(|err, len| unsafe {
-        ffi::docpipe_cpu_add_rms_norm(
-            x.as_ptr().cast(),
-            h.as_ptr().cast(),
-            scale_h.as_ptr().cast(),
-            next,
-            eps,
-            &mut xo,
-            &mut y,
-            err,
-            len,
-        )
+        ffi::docpipe_cpu_add_rms_norm(x.as_ptr().cast(), h.as_ptr().cast(), of_h, next, eps, &mut xo, &mut y, err, len)
     })?;
     Ok((take(xo)?, (!y.is_null()).then(|| take(y)).transpose()?))
 }
@@ -171,7 +169,7 @@ pub fn rms_norm(_x: &Tensor, _scale: &Tensor, _eps: f64) -> Result<Tensor, TchEr
 fn add_norm(
     _x: &Tensor,
     _h: &Tensor,
-    _scale_h: &Tensor,
+    _scale_h: Option<&Tensor>,
     _scale_next: Option<&Tensor>,
     _eps: f64,
 ) -> Result<(Tensor, Option<Tensor>), TchError> {
@@ -224,6 +222,12 @@ mod tests {
             let d = max_diff(&y, &reference(&want_x, &s2, 1e-6));
             assert!(d <= tol, "{kind:?} next norm: max |diff| {d}");
             assert_eq!(max_diff(&add_rms_norm(&x, &h, &s, 1e-6).unwrap(), &xo), 0.0);
+            // Qwen2's residual: h added as it is, then the next norm
+            let (xo, y) = add_then_rms_norm(&x, &h, &s2, 1e-6).unwrap();
+            let want_x = &x + &h;
+            assert_eq!(max_diff(&xo, &want_x), 0.0, "{kind:?} plain residual");
+            let d = max_diff(&y, &reference(&want_x, &s2, 1e-6));
+            assert!(d <= tol, "{kind:?} norm after a plain residual: max |diff| {d}");
         }
     }
 

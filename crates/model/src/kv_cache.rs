@@ -260,6 +260,14 @@ impl KvCache {
         !self.k_scale.is_empty()
     }
 
+    /// Layer `layer`'s key and value pools `[slots, kv_heads, head_dim]` as stored, for a
+    /// kernel that reads them in place; `None` where they are not stored in the compute
+    /// precision (int8, or a storage kind other than the model's).
+    pub fn pools(&self, layer: usize) -> Option<(&Tensor, &Tensor)> {
+        let (k, v) = (self.k.get(layer)?, self.v.get(layer)?);
+        (!self.quantized() && k.kind() == self.compute).then_some((k, v))
+    }
+
     pub fn block_size(&self) -> usize {
         self.block_size
     }

@@ -18,6 +18,7 @@ pub mod beam;
 pub mod calibrate;
 pub mod chat;
 pub mod constrain;
+pub mod cpu_decode;
 pub mod cpu_geglu;
 pub mod cpu_norm;
 pub mod device;

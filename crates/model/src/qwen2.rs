@@ -29,6 +29,7 @@ use crate::gguf::{dequantize_into, GgmlType, Gguf, GgufError};
 use crate::int4::Int4Linear;
 use crate::kquant::{self, KQuantLinear};
 use crate::kv_cache::KvCache;
+use crate::{cpu_decode, cpu_geglu, cpu_norm};
 
 type R<T> = Result<T, TchError>;
 
@@ -395,14 +396,6 @@ impl RmsNorm {
     }
 }
 
-/// `x·cos + rotate_half(x)·sin` on `[tokens, heads, head_dim]`, in fp32.
-fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> R<Tensor> {
-    let xf = x.f_to_kind(Kind::Float)?;
-    let half = xf.size()[2] / 2;
-    let rotated = Tensor::f_cat(&[&xf.f_narrow(-1, half, half)?.f_neg()?, &xf.f_narrow(-1, 0, half)?], -1)?;
-    xf.f_mul(cos)?.f_add(&rotated.f_mul(sin)?)?.f_to_kind(x.kind())
-}
-
 struct Attention {
     /// q, k and v stacked: `[(heads + 2·kv_heads)·head_dim, hidden]`, and their biases
     qkv: Linear,
@@ -428,31 +421,33 @@ impl Attention {
         })
     }
 
-    fn forward(&self, x: &Tensor, layer: usize, step: &Step, cache: &mut KvCache) -> R<Tensor> {
+    /// `cpu_kernels`: the bias and RoPE in one call, and a decode step's attention read from
+    /// the cache in place ([`cpu_decode`]); else libtorch's ops.
+    fn forward(&self, x: &Tensor, layer: usize, step: &Step, cache: &mut KvCache, cpu_kernels: bool) -> R<Tensor> {
         let t = x.size()[0];
         let (h, kv, d) = (self.heads, self.kv_heads, self.head_dim);
-        let qkv = self.qkv.forward(x)?.f_add(&self.qkv_bias)?;
-        let q = qkv.f_narrow(1, 0, h * d)?.f_view([t, h, d])?;
-        let k = qkv.f_narrow(1, h * d, kv * d)?.f_view([t, kv, d])?;
-        let v = qkv.f_narrow(1, (h + kv) * d, kv * d)?.f_view([t, kv, d])?;
-        let q = apply_rope(&q, &step.cos, &step.sin)?;
-        let k = apply_rope(&k, &step.cos, &step.sin)?;
+        let (q, k, v) = if cpu_kernels {
+            // a new tensor of this pass, so it may be changed in place
+            let qkv = self.qkv.forward(x)?.f_contiguous()?;
+            cpu_decode::bias_rope_(&qkv, &self.qkv_bias, &step.cos, &step.sin, h + kv)?;
+            let q = qkv.f_narrow(1, 0, h * d)?.f_view([t, h, d])?;
+            let k = qkv.f_narrow(1, h * d, kv * d)?.f_view([t, kv, d])?;
+            let v = qkv.f_narrow(1, (h + kv) * d, kv * d)?.f_view([t, kv, d])?;
+            (q, k, v)
+        } else {
+            cpu_decode::reference_bias_rope(&self.qkv.forward(x)?, &self.qkv_bias, &step.cos, &step.sin, h, kv)?
+        };
         cache.write(layer, &step.slots, &k, &v)?;
         let scale = (d as f64).powf(-0.5);
         let out = match &step.decode {
-            // one new token per sequence: every sequence in one padded attention
-            // (the query heads of a KV head as rows of one matrix: no copy of K/V per query head)
-            Some(dec) => {
-                let b = dec.keys.size()[0];
-                let (ks, vs) = cache.gather(layer, &dec.keys)?; // [b, len, kv, d]
-                let q = q.f_view([b, kv, h / kv, d])?;
-                let scores = q.f_matmul(&ks.f_permute([0, 2, 3, 1])?)?.f_to_kind(Kind::Float)?.f_mul_scalar(scale)?;
-                let p = scores
-                    .f_masked_fill(&dec.mask.f_logical_not()?, f64::NEG_INFINITY)?
-                    .f_softmax(-1, Kind::Float)?
-                    .f_to_kind(vs.kind())?;
-                p.f_matmul(&vs.f_permute([0, 2, 1, 3])?)?.f_reshape([t, h * d])?
-            }
+            // one new token per sequence: read from the cache in place where the kernel can
+            Some(dec) => match cache.pools(layer).filter(|_| cpu_kernels) {
+                Some((kc, vc)) => cpu_decode::paged_decode_attention(&q, kc, vc, &dec.keys, &dec.lens, scale)?,
+                None => {
+                    let (ks, vs) = cache.gather(layer, &dec.keys)?; // [b, len, kv, d]
+                    cpu_decode::reference_decode_attention(&q, &ks, &vs, &dec.mask, scale)?
+                }
+            },
             // prompt chunks: sequence by sequence, causal within the chunk
             None => {
                 let mut outs = Vec::with_capacity(step.seqs.len());
@@ -483,7 +478,6 @@ impl Attention {
 struct Mlp {
     gate_up: Linear,
     down: Linear,
-    intermediate: i64,
 }
 
 impl Mlp {
@@ -492,15 +486,14 @@ impl Mlp {
         Ok(Self {
             gate_up: l.linear(&[(&format!("{p}.ffn_gate.weight"), i), (&format!("{p}.ffn_up.weight"), i)], h)?,
             down: l.linear(&[(&format!("{p}.ffn_down.weight"), h)], i)?,
-            intermediate: i as i64,
         })
     }
 
-    fn forward(&self, x: &Tensor) -> R<Tensor> {
+    /// `cpu_kernels`: the activation and product in one pass ([`cpu_geglu::swiglu`]).
+    fn forward(&self, x: &Tensor, cpu_kernels: bool) -> R<Tensor> {
         let gu = self.gate_up.forward(x)?;
-        let gate = gu.f_narrow(1, 0, self.intermediate)?;
-        let up = gu.f_narrow(1, self.intermediate, self.intermediate)?;
-        self.down.forward(&gate.f_silu()?.f_mul(&up)?)
+        let act = if cpu_kernels { cpu_geglu::swiglu(&gu)? } else { cpu_geglu::reference_swiglu(&gu)? };
+        self.down.forward(&act)
     }
 }
 
@@ -513,8 +506,25 @@ struct Layer {
 
 impl Layer {
     fn forward(&self, x: &Tensor, i: usize, step: &Step, cache: &mut KvCache) -> R<Tensor> {
-        let x = x.f_add(&self.attn.forward(&self.attn_norm.forward(x)?, i, step, cache)?)?;
-        x.f_add(&self.mlp.forward(&self.ffn_norm.forward(&x)?)?)
+        let x = x.f_add(&self.attn.forward(&self.attn_norm.forward(x)?, i, step, cache, false)?)?;
+        x.f_add(&self.mlp.forward(&self.ffn_norm.forward(&x)?, false)?)
+    }
+
+    /// With the CPU kernels: `y` is `x` already normed by `attn_norm`; returns the layer's
+    /// output and it normed by `next` (the next layer's `attn_norm`, or the final norm), each
+    /// residual add fused with the norm after it.
+    fn forward_fused(
+        &self,
+        x: &Tensor,
+        y: &Tensor,
+        i: usize,
+        step: &Step,
+        cache: &mut KvCache,
+        next: &RmsNorm,
+    ) -> R<(Tensor, Tensor)> {
+        let attn = self.attn.forward(y, i, step, cache, true)?;
+        let (x, y) = cpu_norm::add_then_rms_norm(x, &attn, &self.ffn_norm.weight, self.ffn_norm.eps)?;
+        cpu_norm::add_then_rms_norm(&x, &self.mlp.forward(&y, true)?, &next.weight, next.eps)
     }
 }
 
@@ -556,6 +566,8 @@ struct SeqStep {
 struct DecodeStep {
     /// `[batch, longest]` slots, padded.
     keys: Tensor,
+    /// `[batch]`: how many keys of each row are real (the first ones).
+    lens: Tensor,
     /// `[batch, 1, 1, longest]`: true where a key is real.
     mask: Tensor,
 }
@@ -570,6 +582,9 @@ pub struct Qwen2 {
     device: Device,
     kind: Kind,
     weights: Weights,
+    /// Norms fused with the residual adds, the bias with RoPE, and decode attention read from
+    /// the cache in place: the CPU kernels, where built, in fp32 or bf16.
+    cpu_kernels: bool,
 }
 
 impl Qwen2 {
@@ -622,6 +637,10 @@ impl Qwen2 {
             device,
             kind,
             weights,
+            cpu_kernels: device == Device::Cpu
+                && cpu_norm::available()
+                && matches!(kind, Kind::Float | Kind::BFloat16)
+                && std::env::var_os("DOCPIPE_DECODER_OPS").is_none_or(|v| v != "libtorch"),
         })
     }
 
@@ -661,8 +680,23 @@ impl Qwen2 {
         let step = self.step(seqs, cache.block_size())?;
         let ids: Vec<i64> = seqs.iter().flat_map(|s| s.tokens.iter().map(|&t| t as i64)).collect();
         let mut x = self.embed.lookup(&ids, self.kind, self.device)?;
-        for (i, layer) in self.layers.iter().enumerate() {
-            x = layer.forward(&x, i, &step, cache)?;
+        // with the CPU kernels every row leaves the last layer normed (`normed`); else only
+        // the rows whose logits are asked for are normed, below
+        let mut normed = None;
+        if self.cpu_kernels {
+            let mut y = match self.layers.first() {
+                Some(l) => cpu_norm::rms_norm(&x, &l.attn_norm.weight, l.attn_norm.eps)?,
+                None => x.shallow_clone(),
+            };
+            for (i, layer) in self.layers.iter().enumerate() {
+                let next = self.layers.get(i + 1).map_or(&self.norm, |l| &l.attn_norm);
+                (x, y) = layer.forward_fused(&x, &y, i, &step, cache, next)?;
+            }
+            normed = Some(y);
+        } else {
+            for (i, layer) in self.layers.iter().enumerate() {
+                x = layer.forward(&x, i, &step, cache)?;
+            }
         }
         let mut last = Vec::new();
         let mut first = 0i64;
@@ -675,8 +709,12 @@ impl Qwen2 {
         if last.is_empty() {
             return Tensor::f_zeros([0, self.config.vocab_size as i64], (Kind::Float, self.device));
         }
-        let rows = x.f_index_select(0, &Tensor::from_slice(&last).f_to_device(self.device)?)?;
-        self.lm_head.forward(&self.norm.forward(&rows)?)?.f_to_kind(Kind::Float)
+        let last = Tensor::from_slice(&last).f_to_device(self.device)?;
+        let rows = match normed {
+            Some(y) => y.f_index_select(0, &last)?,
+            None => self.norm.forward(&x.f_index_select(0, &last)?)?,
+        };
+        self.lm_head.forward(&rows)?.f_to_kind(Kind::Float)
     }
 
     fn step(&self, seqs: &[SeqInput], block_size: usize) -> R<Step> {
@@ -709,8 +747,10 @@ impl Qwen2 {
                 }
             }
             let b = seqs.len() as i64;
+            let lens: Vec<i64> = seqs.iter().map(|s| s.start as i64 + 1).collect();
             step.decode = Some(DecodeStep {
                 keys: Tensor::from_slice(&keys).f_view([b, longest as i64])?.f_to_device(dev)?,
+                lens: Tensor::from_slice(&lens).f_to_device(dev)?,
                 mask: Tensor::from_slice(&mask).f_view([b, 1, 1, longest as i64])?.f_to_device(dev)?,
             });
             return Ok(step);
