@@ -30,6 +30,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "cpu_common.h"
 
@@ -409,17 +410,32 @@ bool has_vnni() {
 // threads without each task paying for too little work.
 constexpr int64_t GRAIN_N = 16;
 
-void run(const Problem &pb, bool vector) {
+// Matrices stacked along the output dimension (`parts`, each writing its own columns) as one
+// problem: their rows are split over the threads together, so a step pays one parallel region
+// (one fork, one join, one wait for the slowest thread) for q, k and v, not three.
+void run(const std::vector<Problem> &parts, bool vector) {
+  int64_t total = 0;
+  for (const Problem &p : parts) total += p.n;
+  const int64_t rows = parts.front().rows;
   // tiles of activation rows, so that one tile of them stays in cache while weight tiles pass
-  for (int64_t m0 = 0; m0 < pb.rows; m0 += TILE_M) {
-    Problem sub = pb;
-    sub.xq = pb.xq + m0 * pb.xq_bytes();
-    sub.rows = std::min(TILE_M, pb.rows - m0);
-    if (pb.y) sub.y = pb.y + m0 * pb.ldy;
-    else sub.y16 = pb.y16 + m0 * pb.ldy;
-    at::parallel_for(0, pb.n, GRAIN_N, [&](int64_t b, int64_t e) {
-      if (vector) rows_vnni(sub, b, e);
-      else rows_scalar(sub, b, e);
+  for (int64_t m0 = 0; m0 < rows; m0 += TILE_M) {
+    std::vector<Problem> subs = parts;
+    for (Problem &sub : subs) {
+      sub.xq += m0 * sub.xq_bytes();
+      sub.rows = std::min(TILE_M, rows - m0);
+      if (sub.y) sub.y += m0 * sub.ldy;
+      else sub.y16 += m0 * sub.ldy;
+    }
+    at::parallel_for(0, total, GRAIN_N, [&](int64_t b, int64_t e) {
+      int64_t first = 0;  // the first row of this part among all parts' rows
+      for (const Problem &sub : subs) {
+        const int64_t lo = std::max(b, first) - first, hi = std::min(e, first + sub.n) - first;
+        if (lo < hi) {
+          if (vector) rows_vnni(sub, lo, hi);
+          else rows_scalar(sub, lo, hi);
+        }
+        first += sub.n;
+      }
     });
   }
 }
@@ -456,32 +472,46 @@ extern "C" int docpipe_q8_quantize(const at::Tensor *x_, at::Tensor **out, char 
   }
 }
 
-// y[:, col : col + n] = x · Wᵀ for xq from docpipe_q8_quantize and W [n, k] in GGUF blocks of
-// `type` (12 = Q4_K, 14 = Q6_K) as a uint8 tensor [n, k/256 · block bytes]. y is a contiguous
-// [rows, ≥ col + n] fp32 or bf16 CPU tensor. `scalar` forces the portable path (tests).
-extern "C" int docpipe_kquant_matmul(const at::Tensor *xq_, const at::Tensor *w_, int32_t type, int64_t k,
-                                     at::Tensor *y_, int64_t col, int32_t scalar, char *err, size_t err_len) {
+// y = x · [W₀; W₁; …]ᵀ for xq from docpipe_q8_quantize and `nparts` matrices W_i [n_i, k] in
+// GGUF blocks of `types[i]` (12 = Q4_K, 14 = Q6_K), each a uint8 tensor [n_i, k/256 · block
+// bytes], stacked along the output dimension: y is a contiguous [rows, Σ n_i] fp32 or bf16 CPU
+// tensor. `scalar` forces the portable path (tests).
+extern "C" int docpipe_kquant_matmul(const at::Tensor *xq_, const at::Tensor *const *ws, const int32_t *types,
+                                     int64_t nparts, int64_t k, at::Tensor *y_, int32_t scalar, char *err,
+                                     size_t err_len) {
   try {
-    const at::Tensor &xq = *xq_, &w = *w_;
+    const at::Tensor &xq = *xq_;
     at::Tensor &y = *y_;
-    if (type != Q4_K && type != Q6_K) throw std::invalid_argument("kquant_matmul: type must be Q4_K or Q6_K");
+    if (nparts < 1) throw std::invalid_argument("kquant_matmul: no matrices");
     if (k <= 0 || k % QK != 0) throw std::invalid_argument("kquant_matmul: k must be a multiple of 256");
-    const int64_t wbytes = (k / QK) * (type == Q4_K ? Q4_K_BYTES : Q6_K_BYTES);
     if (xq.dim() != 2 || xq.scalar_type() != at::kByte || !xq.is_contiguous() || xq.size(1) != Q8Row::bytes(k))
       throw std::invalid_argument("kquant_matmul: xq is not a quantized [rows, " + std::to_string(k) + "] tensor");
-    if (w.dim() != 2 || w.scalar_type() != at::kByte || !w.is_contiguous() || w.size(1) != wbytes)
-      throw std::invalid_argument("kquant_matmul: weights are not [n, " + std::to_string(wbytes) + "] bytes");
-    if (!xq.device().is_cpu() || !w.device().is_cpu() || !y.device().is_cpu())
-      throw std::invalid_argument("kquant_matmul: CPU tensors only");
-    const int64_t rows = xq.size(0), n = w.size(0);
-    if (y.dim() != 2 || !y.is_contiguous() || y.size(0) != rows || col < 0 || y.size(1) < col + n)
-      throw std::invalid_argument("kquant_matmul: y is not [rows, >= col + n]");
+    if (!xq.device().is_cpu() || !y.device().is_cpu()) throw std::invalid_argument("kquant_matmul: CPU tensors only");
+    const int64_t rows = xq.size(0);
     const bool bf16 = y.scalar_type() == at::kBFloat16;
     if (!bf16 && y.scalar_type() != at::kFloat) throw std::invalid_argument("kquant_matmul: y must be fp32 or bf16");
-    Problem pb{xq.data_ptr<uint8_t>(), rows, k, w.data_ptr<uint8_t>(), type, n,
-               bf16 ? nullptr : y.data_ptr<float>() + col,
-               bf16 ? reinterpret_cast<uint16_t *>(y.data_ptr<at::BFloat16>()) + col : nullptr, y.size(1)};
-    run(pb, scalar == 0 && has_vnni());
+    if (y.dim() != 2 || !y.is_contiguous() || y.size(0) != rows)
+      throw std::invalid_argument("kquant_matmul: y is not a contiguous [rows, n] tensor");
+    std::vector<Problem> parts;
+    int64_t col = 0;
+    for (int64_t i = 0; i < nparts; i++) {
+      const at::Tensor &w = *ws[i];
+      const int type = types[i];
+      if (type != Q4_K && type != Q6_K) throw std::invalid_argument("kquant_matmul: type must be Q4_K or Q6_K");
+      const int64_t wbytes = (k / QK) * (type == Q4_K ? Q4_K_BYTES : Q6_K_BYTES);
+      if (!w.device().is_cpu() || w.dim() != 2 || w.scalar_type() != at::kByte || !w.is_contiguous() ||
+          w.size(1) != wbytes)
+        throw std::invalid_argument("kquant_matmul: weights are not [n, " + std::to_string(wbytes) + "] bytes");
+      parts.push_back(Problem{xq.data_ptr<uint8_t>(), rows, k, w.data_ptr<uint8_t>(), type, w.size(0),
+                              bf16 ? nullptr : y.data_ptr<float>() + col,
+                              bf16 ? reinterpret_cast<uint16_t *>(y.data_ptr<at::BFloat16>()) + col : nullptr,
+                              y.size(1)});
+      col += w.size(0);
+    }
+    if (y.size(1) != col)
+      throw std::invalid_argument("kquant_matmul: y has " + std::to_string(y.size(1)) + " columns for " +
+                                  std::to_string(col) + " weight rows");
+    run(parts, scalar == 0 && has_vnni());
     return 0;
   } catch (const std::exception &e) {
     return fail(e, err, err_len);
