@@ -143,7 +143,7 @@ impl KQuantLinear {
             return Err(TchError::Shape(format!("input {size:?} for a matrix of {} columns", self.in_features)));
         }
         let flat = x.f_reshape([-1, self.in_features])?.f_contiguous()?;
-        let xq = ffi::quantize(&flat)?;
+        let xq = ffi::quantize(&flat, scalar)?;
         let y = Tensor::f_empty([flat.size()[0], self.out_features], (x.kind(), Device::Cpu))?;
         let parts: Vec<(&Tensor, GgmlType)> = self.parts.iter().map(|p| (&p.blocks, p.kind)).collect();
         ffi::matmul(&xq, &parts, self.in_features, &y, scalar)?;
@@ -168,7 +168,13 @@ mod ffi {
     use crate::gguf::GgmlType;
 
     extern "C" {
-        fn docpipe_q8_quantize(x: *const c_void, out: *mut *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
+        fn docpipe_q8_quantize(
+            x: *const c_void,
+            scalar: i32,
+            out: *mut *mut c_void,
+            err: *mut c_char,
+            err_len: usize,
+        ) -> c_int;
         fn docpipe_kquant_matmul(
             xq: *const c_void,
             ws: *const *const c_void,
@@ -182,12 +188,14 @@ mod ffi {
         ) -> c_int;
     }
 
-    pub(super) fn quantize(x: &Tensor) -> Result<Tensor, TchError> {
+    pub(super) fn quantize(x: &Tensor, scalar: bool) -> Result<Tensor, TchError> {
         let mut out: *mut c_void = std::ptr::null_mut();
         // SAFETY: `x` is a live `at::Tensor*` handle; on success the shim stores a new heap
         // `at::Tensor*` in `out`.
-        crate::shim::call(|err, len| unsafe { docpipe_q8_quantize(x.as_ptr().cast(), &mut out, err, len) })
-            .map_err(TchError::Torch)?;
+        crate::shim::call(|err, len| unsafe {
+            docpipe_q8_quantize(x.as_ptr().cast(), scalar as i32, &mut out, err, len)
+        })
+        .map_err(TchError::Torch)?;
         // SAFETY: `out` is the handle the successful call just stored.
         unsafe { crate::shim::take(out) }.map_err(TchError::Torch)
     }
@@ -238,7 +246,7 @@ mod ffi {
 
     const MISSING: &str = "the CPU kernels are not built into this binary (LIBTORCH unset at build time)";
 
-    pub(super) fn quantize(_x: &Tensor) -> Result<Tensor, TchError> {
+    pub(super) fn quantize(_x: &Tensor, _scalar: bool) -> Result<Tensor, TchError> {
         Err(TchError::Torch(MISSING.into()))
     }
 
