@@ -3,10 +3,12 @@
 // those ops cost is their dispatch and allocation, not arithmetic; and the op-by-op attention
 // first copies every cached key and value of the step into one padded tensor.
 //
-//   bias_rope_(qkv, bias, cos, sin, rope_heads)
+//   bias_rope_(qkv, bias, cos, sin, rope_heads [, k_cache, v_cache, slots])
 //       in place on [tokens, heads·d]: qkv += bias, rounded to qkv's precision as libtorch's
 //       add rounds it; then the first rope_heads heads of each token (q's and k's) rotated,
 //       x·cos + rotate_half(x)·sin in fp32 with rotate_half(x) = [−x₂, x₁], rounded once.
+//       With the caches, each token's k and v (the heads after q's) are also copied into their
+//       rows at slots[token]: the index_copy_ libtorch would do next, without its dispatch.
 //
 //   paged_decode_attention(q, k_cache, v_cache, keys, lens, scale)
 //       one query token per sequence against that sequence's cached keys and values, read in
@@ -25,6 +27,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -55,17 +58,34 @@ inline void bias_rope_row(typename P::T *row, const typename P::T *bias, const f
   }
 }
 
+// Where the caches are given: k's values start at `k_off` in a row, v's at `v_off`, each
+// `kv_width` values, stored at cache row slots[t] (`kv_width` values per cache row).
 struct RopeShape {
   int64_t width, rope_heads, d;
+  const int64_t *slots;
+  int64_t k_off, v_off, kv_width;
 };
 
-CLONES void bias_rope_f32(float *x, const float *bias, const float *cos, const float *sin, int64_t b, int64_t e,
-                          const RopeShape &s) {
-  for (int64_t t = b; t < e; t++) bias_rope_row<F32>(x + t * s.width, bias, cos + t * s.d, sin + t * s.d, s.width, s.rope_heads, s.d);
+template <class P>
+inline void bias_rope_rows(typename P::T *x, const typename P::T *bias, const float *cos, const float *sin,
+                           typename P::T *kc, typename P::T *vc, int64_t b, int64_t e, const RopeShape &s) {
+  for (int64_t t = b; t < e; t++) {
+    typename P::T *row = x + t * s.width;
+    bias_rope_row<P>(row, bias, cos + t * s.d, sin + t * s.d, s.width, s.rope_heads, s.d);
+    if (s.slots) {
+      std::memcpy(kc + s.slots[t] * s.kv_width, row + s.k_off, sizeof(typename P::T) * s.kv_width);
+      std::memcpy(vc + s.slots[t] * s.kv_width, row + s.v_off, sizeof(typename P::T) * s.kv_width);
+    }
+  }
 }
-CLONES void bias_rope_bf16(uint16_t *x, const uint16_t *bias, const float *cos, const float *sin, int64_t b, int64_t e,
-                           const RopeShape &s) {
-  for (int64_t t = b; t < e; t++) bias_rope_row<BF16>(x + t * s.width, bias, cos + t * s.d, sin + t * s.d, s.width, s.rope_heads, s.d);
+
+CLONES void bias_rope_f32(float *x, const float *bias, const float *cos, const float *sin, float *kc, float *vc,
+                          int64_t b, int64_t e, const RopeShape &s) {
+  bias_rope_rows<F32>(x, bias, cos, sin, kc, vc, b, e, s);
+}
+CLONES void bias_rope_bf16(uint16_t *x, const uint16_t *bias, const float *cos, const float *sin, uint16_t *kc,
+                           uint16_t *vc, int64_t b, int64_t e, const RopeShape &s) {
+  bias_rope_rows<BF16>(x, bias, cos, sin, kc, vc, b, e, s);
 }
 
 // One (sequence, KV head): its `group` query heads (rows of q, `q_head` apart) against `n`
@@ -137,9 +157,13 @@ bool fp32_or_bf16(const at::Tensor &t) { return t.scalar_type() == at::kFloat ||
 
 // qkv [tokens, width] (contiguous, fp32 or bf16, CPU) += bias [width] (same precision); then
 // heads 0..rope_heads of each token (head_dim d = cos.size(-1)) rotated with cos/sin
-// [tokens, …, d] fp32 contiguous, in place.
+// [tokens, …, d] fp32 contiguous, in place. Where k_cache is not null: qkv holds q (heads
+// 0..rope_heads − kv_heads), k and v (kv_heads each), and each token's k and v are stored at
+// row slots[token] (int64 [tokens]) of k_cache and v_cache ([rows, kv_heads, d], contiguous,
+// qkv's precision).
 extern "C" int docpipe_cpu_bias_rope_(const at::Tensor *qkv_, const at::Tensor *bias_, const at::Tensor *cos_,
-                                      const at::Tensor *sin_, int64_t rope_heads, char *err, size_t err_len) {
+                                      const at::Tensor *sin_, int64_t rope_heads, at::Tensor *k_cache,
+                                      at::Tensor *v_cache, const at::Tensor *slots_, char *err, size_t err_len) {
   try {
     const at::Tensor &x = *qkv_, &bias = *bias_, &cos = *cos_, &sin = *sin_;
     if (!x.device().is_cpu() || !x.is_contiguous() || x.dim() != 2 || !fp32_or_bf16(x))
@@ -156,16 +180,42 @@ extern "C" int docpipe_cpu_bias_rope_(const at::Tensor *qkv_, const at::Tensor *
     if (d <= 0 || d % 2 != 0 || d > MAX_HEAD_DIM || rope_heads < 0 || rope_heads * d > width)
       throw std::invalid_argument("bias_rope_: head_dim " + std::to_string(d) + " and " + std::to_string(rope_heads) +
                                   " rotated heads do not fit rows of " + std::to_string(width));
-    const RopeShape s{width, rope_heads, d};
+    RopeShape s{width, rope_heads, d, nullptr, 0, 0, 0};
+    if (k_cache) {
+      if (!v_cache || !slots_) throw std::invalid_argument("bias_rope_: k_cache without v_cache and slots");
+      const at::Tensor &kc = *k_cache, &vc = *v_cache, &slots = *slots_;
+      for (const at::Tensor *c : {&kc, &vc})
+        if (!c->device().is_cpu() || !c->is_contiguous() || c->dim() != 3 || c->scalar_type() != x.scalar_type() ||
+            c->size(2) != d || c->sizes() != kc.sizes())
+          throw std::invalid_argument("bias_rope_: the caches must be contiguous [rows, kv_heads, d] in qkv's precision");
+      const int64_t kv = kc.size(1), rows = kc.size(0);
+      if (rope_heads <= kv || (rope_heads + kv) * d != width)
+        throw std::invalid_argument("bias_rope_: rows of " + std::to_string(width) + " are not q, k and v of " +
+                                    std::to_string(kv) + " KV heads");
+      if (slots.scalar_type() != at::kLong || !slots.is_contiguous() || slots.numel() != tokens)
+        throw std::invalid_argument("bias_rope_: slots must be int64 [tokens]");
+      const int64_t *sl = slots.data_ptr<int64_t>();
+      for (int64_t t = 0; t < tokens; t++)
+        if (sl[t] < 0 || sl[t] >= rows)
+          throw std::invalid_argument("bias_rope_: cache slot " + std::to_string(sl[t]) + " outside the cache of " +
+                                      std::to_string(rows));
+      s.slots = sl;
+      s.k_off = (rope_heads - kv) * d;
+      s.v_off = rope_heads * d;
+      s.kv_width = kv * d;
+    }
     const float *cp = cos.data_ptr<float>(), *sp = sin.data_ptr<float>();
     if (x.scalar_type() == at::kFloat) {
       float *xp = x.data_ptr<float>();
       const float *bp = bias.data_ptr<float>();
-      at::parallel_for(0, tokens, 16, [&](int64_t b, int64_t e) { bias_rope_f32(xp, bp, cp, sp, b, e, s); });
+      float *kc = k_cache ? k_cache->data_ptr<float>() : nullptr, *vc = k_cache ? v_cache->data_ptr<float>() : nullptr;
+      at::parallel_for(0, tokens, 16, [&](int64_t b, int64_t e) { bias_rope_f32(xp, bp, cp, sp, kc, vc, b, e, s); });
     } else {
       auto xp = reinterpret_cast<uint16_t *>(x.data_ptr());
       auto bp = reinterpret_cast<const uint16_t *>(bias.data_ptr());
-      at::parallel_for(0, tokens, 16, [&](int64_t b, int64_t e) { bias_rope_bf16(xp, bp, cp, sp, b, e, s); });
+      auto kc = k_cache ? reinterpret_cast<uint16_t *>(k_cache->data_ptr()) : nullptr;
+      auto vc = k_cache ? reinterpret_cast<uint16_t *>(v_cache->data_ptr()) : nullptr;
+      at::parallel_for(0, tokens, 16, [&](int64_t b, int64_t e) { bias_rope_bf16(xp, bp, cp, sp, kc, vc, b, e, s); });
     }
     return 0;
   } catch (const std::exception &e) {

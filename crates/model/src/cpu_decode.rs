@@ -19,6 +19,9 @@ mod ffi {
             cos: *const c_void,
             sin: *const c_void,
             rope_heads: i64,
+            k_cache: *mut c_void,
+            v_cache: *mut c_void,
+            slots: *const c_void,
             err: *mut c_char,
             err_len: usize,
         ) -> c_int;
@@ -37,11 +40,37 @@ mod ffi {
     }
 }
 
+/// Where [`bias_rope_`] also stores each token's key and value: the cache's key and value
+/// rows `[rows, kv_heads, head_dim]` (contiguous, in `qkv`'s precision) and the row of each
+/// token (int64 `[tokens]`).
+pub struct Store<'a> {
+    pub k_cache: &'a mut Tensor,
+    pub v_cache: &'a mut Tensor,
+    pub slots: &'a Tensor,
+}
+
 /// `qkv` `[tokens, width]` (contiguous, fp32 or bf16) `+= bias`, then its first `rope_heads`
 /// heads (head_dim from `cos`) rotated by `cos`/`sin` (fp32, `[tokens, …, head_dim]`), in place.
+/// With `store`, `qkv` is q, k and v (`kv_heads` each for k and v, q the rest of the rotated
+/// heads), and each token's k and v are also written into the cache at its slot.
 #[cfg(cpu_kernels)]
-pub fn bias_rope_(qkv: &Tensor, bias: &Tensor, cos: &Tensor, sin: &Tensor, rope_heads: i64) -> Result<(), TchError> {
-    // SAFETY: live tensor handles; the shim checks shapes and kinds and writes only into `qkv`.
+pub fn bias_rope_(
+    qkv: &Tensor,
+    bias: &Tensor,
+    cos: &Tensor,
+    sin: &Tensor,
+    rope_heads: i64,
+    store: Option<Store>,
+) -> Result<(), TchError> {
+    use std::ffi::c_void;
+    let (kc, vc, slots): (*mut c_void, *mut c_void, *const c_void) = match &store {
+        Some(s) => {
+            (s.k_cache.as_ptr() as *mut c_void, s.v_cache.as_ptr() as *mut c_void, s.slots.as_ptr() as *const c_void)
+        }
+        None => (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null()),
+    };
+    // SAFETY: live tensor handles (the caches borrowed mutably for the call); the shim checks
+    // shapes, kinds and slots, and writes only into `qkv` and the caches' rows at `slots`.
     crate::shim::call(|err, len| unsafe {
         ffi::docpipe_cpu_bias_rope_(
             qkv.as_ptr().cast(),
@@ -49,6 +78,9 @@ pub fn bias_rope_(qkv: &Tensor, bias: &Tensor, cos: &Tensor, sin: &Tensor, rope_
             cos.as_ptr().cast(),
             sin.as_ptr().cast(),
             rope_heads,
+            kc,
+            vc,
+            slots,
             err,
             len,
         )
@@ -93,7 +125,7 @@ pub fn paged_decode_attention(
 const MISSING: &str = "the CPU kernels are not built into this binary (LIBTORCH unset at build time)";
 
 #[cfg(not(cpu_kernels))]
-pub fn bias_rope_(_: &Tensor, _: &Tensor, _: &Tensor, _: &Tensor, _: i64) -> Result<(), TchError> {
+pub fn bias_rope_(_: &Tensor, _: &Tensor, _: &Tensor, _: &Tensor, _: i64, _: Option<Store>) -> Result<(), TchError> {
     Err(TchError::Torch(MISSING.into()))
 }
 
@@ -180,8 +212,21 @@ mod tests {
             let bias = Tensor::randn([(heads + 2 * kv) * d], (Kind::Float, Device::Cpu)).to_kind(kind);
             let (q, k, v) = reference_bias_rope(&qkv, &bias, &cos, &sin, heads, kv).unwrap();
             let got = qkv.copy();
-            bias_rope_(&got, &bias, &cos, &sin, heads + kv).unwrap();
+            bias_rope_(&got, &bias, &cos, &sin, heads + kv, None).unwrap();
             let want = Tensor::cat(&[q.reshape([t, -1]), k.reshape([t, -1]), v.reshape([t, -1])], 1);
+            // and with the cache: the same qkv, k and v stored at their slots, nothing else touched
+            let zeros = || Tensor::zeros([9, kv, d], (kind, Device::Cpu));
+            let (mut kc, mut vc) = (zeros(), zeros());
+            let slots = Tensor::from_slice(&[7i64, 0, 3, 8, 5]);
+            let stored = qkv.copy();
+            let store = Store { k_cache: &mut kc, v_cache: &mut vc, slots: &slots };
+            bias_rope_(&stored, &bias, &cos, &sin, heads + kv, Some(store)).unwrap();
+            assert_eq!(max_diff(&stored, &got), 0.0, "{kind:?}: storing changed qkv");
+            let k_rows = got.narrow(1, heads * d, kv * d).view([t, kv, d]);
+            assert_eq!(max_diff(&kc.index_select(0, &slots), &k_rows), 0.0, "{kind:?}: stored keys");
+            assert_eq!(max_diff(&vc.index_select(0, &slots), &v), 0.0, "{kind:?}: stored values");
+            let untouched = Tensor::from_slice(&[1i64, 2, 4, 6]);
+            assert_eq!(f64::try_from(kc.index_select(0, &untouched).abs().sum(Kind::Double)).unwrap(), 0.0);
             // fp32: a fused multiply-add's last bit; bf16: that bit flipping a rounding
             let tol = if kind == Kind::Float { 1e-5 } else { 0.07 };
             let diff = max_diff(&got, &want);
@@ -268,14 +313,17 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("has 3 keys of 2"), "{err}");
-        let err = bias_rope_(
-            &Tensor::zeros([2, 8], (Kind::Float, Device::Cpu)),
-            &Tensor::zeros([8], (Kind::Float, Device::Cpu)),
-            &Tensor::zeros([2, 4], (Kind::Float, Device::Cpu)),
-            &Tensor::zeros([2, 4], (Kind::Float, Device::Cpu)),
-            3,
-        )
-        .unwrap_err();
+        let zeros = |shape: &[i64]| Tensor::zeros(shape, (Kind::Float, Device::Cpu));
+        let (qkv, bias, cs) = (zeros(&[2, 8]), zeros(&[8]), zeros(&[2, 4]));
+        let err = bias_rope_(&qkv, &bias, &cs, &cs, 3, None).unwrap_err();
         assert!(err.to_string().contains("do not fit"), "{err}");
+        let (mut kc, mut vc) = (zeros(&[4, 1, 4]), zeros(&[4, 1, 4]));
+        let slots = Tensor::from_slice(&[1i64, 4]);
+        let store = Store { k_cache: &mut kc, v_cache: &mut vc, slots: &slots };
+        let err = bias_rope_(&qkv, &bias, &cs, &cs, 1, Some(store)).unwrap_err();
+        assert!(err.to_string().contains("are not q, k and v"), "{err}");
+        let store = Store { k_cache: &mut kc, v_cache: &mut vc, slots: &slots };
+        let err = bias_rope_(&zeros(&[2, 12]), &zeros(&[12]), &cs, &cs, 2, Some(store)).unwrap_err();
+        assert!(err.to_string().contains("outside the cache"), "{err}");
     }
 }

@@ -142,11 +142,16 @@ impl KQuantLinear {
         if size.last() != Some(&self.in_features) {
             return Err(TchError::Shape(format!("input {size:?} for a matrix of {} columns", self.in_features)));
         }
-        let flat = x.f_reshape([-1, self.in_features])?.f_contiguous()?;
+        // a decode step's input is already a contiguous matrix: no reshape or view to dispatch
+        let matrix = size.len() == 2 && x.is_contiguous();
+        let flat = if matrix { x.shallow_clone() } else { x.f_reshape([-1, self.in_features])?.f_contiguous()? };
         let xq = ffi::quantize(&flat, scalar)?;
         let y = Tensor::f_empty([flat.size()[0], self.out_features], (x.kind(), Device::Cpu))?;
         let parts: Vec<(&Tensor, GgmlType)> = self.parts.iter().map(|p| (&p.blocks, p.kind)).collect();
         ffi::matmul(&xq, &parts, self.in_features, &y, scalar)?;
+        if matrix {
+            return Ok(y);
+        }
         let mut out = size;
         let last = out.len() - 1;
         out[last] = self.out_features;

@@ -268,6 +268,14 @@ impl KvCache {
         (!self.quantized() && k.kind() == self.compute).then_some((k, v))
     }
 
+    /// [`KvCache::pools`] for a kernel that writes into them.
+    pub fn pools_mut(&mut self, layer: usize) -> Option<(&mut Tensor, &mut Tensor)> {
+        if self.quantized() || self.k.get(layer)?.kind() != self.compute {
+            return None;
+        }
+        Some((self.k.get_mut(layer)?, self.v.get_mut(layer)?))
+    }
+
     pub fn block_size(&self) -> usize {
         self.block_size
     }

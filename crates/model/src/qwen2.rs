@@ -426,18 +426,29 @@ impl Attention {
     fn forward(&self, x: &Tensor, layer: usize, step: &Step, cache: &mut KvCache, cpu_kernels: bool) -> R<Tensor> {
         let t = x.size()[0];
         let (h, kv, d) = (self.heads, self.kv_heads, self.head_dim);
-        let (q, k, v) = if cpu_kernels {
+        let q = if cpu_kernels {
             // a new tensor of this pass, so it may be changed in place
             let qkv = self.qkv.forward(x)?.f_contiguous()?;
-            cpu_decode::bias_rope_(&qkv, &self.qkv_bias, &step.cos, &step.sin, h + kv)?;
-            let q = qkv.f_narrow(1, 0, h * d)?.f_view([t, h, d])?;
-            let k = qkv.f_narrow(1, h * d, kv * d)?.f_view([t, kv, d])?;
-            let v = qkv.f_narrow(1, (h + kv) * d, kv * d)?.f_view([t, kv, d])?;
-            (q, k, v)
+            match cache.pools_mut(layer) {
+                // keys and values stored by the same call
+                Some((k_cache, v_cache)) => {
+                    let store = cpu_decode::Store { k_cache, v_cache, slots: &step.slots };
+                    cpu_decode::bias_rope_(&qkv, &self.qkv_bias, &step.cos, &step.sin, h + kv, Some(store))?;
+                }
+                None => {
+                    cpu_decode::bias_rope_(&qkv, &self.qkv_bias, &step.cos, &step.sin, h + kv, None)?;
+                    let k = qkv.f_narrow(1, h * d, kv * d)?.f_view([t, kv, d])?;
+                    let v = qkv.f_narrow(1, (h + kv) * d, kv * d)?.f_view([t, kv, d])?;
+                    cache.write(layer, &step.slots, &k, &v)?;
+                }
+            }
+            qkv.f_narrow(1, 0, h * d)?.f_view([t, h, d])?
         } else {
-            cpu_decode::reference_bias_rope(&self.qkv.forward(x)?, &self.qkv_bias, &step.cos, &step.sin, h, kv)?
+            let qkv = self.qkv.forward(x)?;
+            let (q, k, v) = cpu_decode::reference_bias_rope(&qkv, &self.qkv_bias, &step.cos, &step.sin, h, kv)?;
+            cache.write(layer, &step.slots, &k, &v)?;
+            q
         };
-        cache.write(layer, &step.slots, &k, &v)?;
         let scale = (d as f64).powf(-0.5);
         let out = match &step.decode {
             // one new token per sequence: read from the cache in place where the kernel can
