@@ -428,7 +428,10 @@ impl Engine {
         let logits = self.model.forward(&inputs, &mut self.cache)?;
         let vocab = self.model.config.vocab_size;
         let flat = Vec::<f32>::try_from(logits.f_contiguous()?.f_view([-1])?)?;
-        let logits: Vec<&[f32]> = flat.chunks_exact(vocab).collect();
+        // each row's log-normaliser by libtorch's vector code: a sampled token's log-probability
+        // is then one subtraction, not an exp per vocabulary entry per sequence
+        let log_z = Vec::<f32>::try_from(logits.f_logsumexp([-1].as_slice(), false)?)?;
+        let logits: Vec<(&[f32], f32)> = flat.chunks_exact(vocab).zip(log_z).collect();
         let dt = t0.elapsed();
         self.stats.steps += 1;
         self.stats.forward_time += dt;
@@ -462,7 +465,7 @@ impl Engine {
             if s.computed < s.tokens.len() {
                 continue;
             }
-            let row = rows.next().expect("one row of logits per sequence that asked");
+            let (row, log_z) = rows.next().expect("one row of logits per sequence that asked");
             if let (Some(beam), Sampling::Beam { width, .. }) = (&mut s.beam, &s.req.sampling) {
                 // a beam offers its best tokens to its search, which chooses after the pass
                 // 2·width candidates that go on, whatever the stop tokens among them
@@ -496,7 +499,7 @@ impl Engine {
                 }
             }
             .ok_or(EngineError::Sampling { id: s.req.id })?;
-            s.logprob += log_prob(row, token);
+            s.logprob += row.get(token as usize).map_or(f64::NEG_INFINITY, |&x| x as f64 - log_z as f64);
             s.first_token.get_or_insert_with(Instant::now);
             if s.req.stop.contains(&token) {
                 finished.push((j, Finish::Stop));
