@@ -593,8 +593,9 @@ pub struct Qwen2 {
     device: Device,
     kind: Kind,
     weights: Weights,
-    /// Norms fused with the residual adds, the bias with RoPE, and decode attention read from
-    /// the cache in place: the CPU kernels, where built, in fp32 or bf16.
+    /// Norms fused with the residual adds, the bias with RoPE and the cache store, and decode
+    /// attention read from the cache in place: the CPU kernels, where built, in fp32 or bf16
+    /// (`DOCPIPE_DECODER_KERNELS=0`: libtorch's ops, for comparison).
     cpu_kernels: bool,
 }
 
@@ -651,7 +652,7 @@ impl Qwen2 {
             cpu_kernels: device == Device::Cpu
                 && cpu_norm::available()
                 && matches!(kind, Kind::Float | Kind::BFloat16)
-                && std::env::var_os("DOCPIPE_DECODER_OPS").is_none_or(|v| v != "libtorch"),
+                && std::env::var_os("DOCPIPE_DECODER_KERNELS").is_none_or(|v| v != "0"),
         })
     }
 
