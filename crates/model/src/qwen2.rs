@@ -421,8 +421,8 @@ impl Attention {
         })
     }
 
-    /// `cpu_kernels`: the bias and RoPE in one call, and a decode step's attention read from
-    /// the cache in place ([`cpu_decode`]); else libtorch's ops.
+    /// `cpu_kernels`: the bias, RoPE and the cache store in one call, and a decode step's
+    /// attention read from the cache in place ([`cpu_decode`]); else libtorch's ops.
     fn forward(&self, x: &Tensor, layer: usize, step: &Step, cache: &mut KvCache, cpu_kernels: bool) -> R<Tensor> {
         let t = x.size()[0];
         let (h, kv, d) = (self.heads, self.kv_heads, self.head_dim);
@@ -654,6 +654,18 @@ impl Qwen2 {
                 && matches!(kind, Kind::Float | Kind::BFloat16)
                 && std::env::var_os("DOCPIPE_DECODER_KERNELS").is_none_or(|v| v != "0"),
         })
+    }
+
+    /// The same model run op by op in libtorch on the CPU too (what CUDA runs), instead of the
+    /// CPU kernels: for comparison and for the test that the two agree.
+    pub fn without_cpu_kernels(mut self) -> Self {
+        self.cpu_kernels = false;
+        self
+    }
+
+    /// Whether the CPU kernels run the layers ([`Qwen2::without_cpu_kernels`]).
+    pub fn uses_cpu_kernels(&self) -> bool {
+        self.cpu_kernels
     }
 
     /// How the weight matrices are held (`Auto` resolved).

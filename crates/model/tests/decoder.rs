@@ -255,6 +255,60 @@ fn first_step_logits_match_llama_cpp() {
     }
 }
 
+/// The CPU kernels (fused norms, bias/RoPE with the cache store, paged decode attention,
+/// SwiGLU) against libtorch's op-by-op version of the same layers, which is also what CUDA
+/// runs: two prompts in one pass, then five decode steps of both in one batch, fp32, dense
+/// weights. Only the order of fp32 sums differs, so the logits agree far below any rank change.
+#[test]
+fn the_cpu_kernels_compute_what_the_op_by_op_layers_compute() {
+    let gold = golden();
+    let g = open();
+    let fused = Qwen2::load(&g, Device::Cpu, Kind::Float, Weights::Dense).unwrap();
+    assert!(fused.uses_cpu_kernels(), "the kernels are built into the tests (LIBTORCH set)");
+    let plain = Qwen2::load(&g, Device::Cpu, Kind::Float, Weights::Dense).unwrap().without_cpu_kernels();
+    let c = &fused.config;
+    let prompts = [&gold.cases[0].prompt_ids, &gold.cases[1].prompt_ids];
+    let mut logits = Vec::new();
+    for model in [&fused, &plain] {
+        let mut cache =
+            KvCache::new(c.num_layers, 256, 16, c.num_kv_heads, c.head_dim, Kind::Float, Kind::Float, Device::Cpu)
+                .unwrap();
+        let tables: [Vec<u32>; 2] = [(0..128).collect(), (128..256).collect()];
+        let mut tokens: Vec<Vec<u32>> = prompts.iter().map(|p| p.to_vec()).collect();
+        let inputs: Vec<SeqInput> =
+            (0..2).map(|i| SeqInput { tokens: &tokens[i], start: 0, blocks: &tables[i], logits: true }).collect();
+        let mut steps = vec![model.forward(&inputs, &mut cache).unwrap()];
+        for _ in 0..5 {
+            // both models are fed the fused model's greedy tokens, so the passes stay comparable
+            let source: &Vec<tch::Tensor> = logits.first().unwrap_or(&steps);
+            let next: Vec<u32> = (0..2).map(|i| logits_argmax(&source[steps.len() - 1].get(i as i64))).collect();
+            let starts: Vec<usize> = tokens.iter().map(|t| t.len()).collect();
+            for (t, n) in tokens.iter_mut().zip(&next) {
+                t.push(*n);
+            }
+            let inputs: Vec<SeqInput> = (0..2)
+                .map(|i| SeqInput {
+                    tokens: &tokens[i][starts[i]..],
+                    start: starts[i],
+                    blocks: &tables[i],
+                    logits: true,
+                })
+                .collect();
+            steps.push(model.forward(&inputs, &mut cache).unwrap());
+        }
+        logits.push(steps);
+    }
+    for (step, (a, b)) in logits[0].iter().zip(&logits[1]).enumerate() {
+        let diff = f64::try_from((a - b).abs().max()).unwrap();
+        eprintln!("step {step}: max |logit difference| fused vs op by op {diff:.2e}");
+        assert!(diff < 1e-3, "step {step}: logits differ by {diff}");
+    }
+}
+
+fn logits_argmax(row: &tch::Tensor) -> u32 {
+    row.argmax(-1, false).int64_value(&[]) as u32
+}
+
 fn questions(tok: &ChatTokenizer, n: usize) -> Vec<Vec<u32>> {
     let text = std::fs::read_to_string(samples().join("mutual-nda.txt")).unwrap();
     let qs = [
