@@ -9,7 +9,8 @@
 //!
 //! The generative side: [`gguf`] reads llama.cpp's model files (metadata, tensors, the
 //! quantized block formats) and [`kquant`] multiplies by their 4- and 6-bit matrices as they
-//! are; [`chat`] builds the tokenizer and renders the chat template they
+//! are; [`cpu_decode`] is the decoder's attention on the CPU (bias, RoPE and the cache store
+//! in one call; decode steps read the paged cache in place); [`chat`] builds the tokenizer and renders the chat template they
 //! carry; [`qwen2`] is the decoder; [`kv_cache`] the paged KV cache with prefix sharing;
 //! [`sampling`] picks tokens, [`beam`] keeps the best hypotheses of a beam search, [`constrain`] keeps them to a JSON schema; [`engine`] schedules
 //! requests with continuous batching.
