@@ -30,7 +30,7 @@ use crate::beam::{Beam, BeamSearch, Offer};
 use crate::constrain::Constraint;
 use crate::kv_cache::{block_hash, BlockPool, KvCache};
 use crate::qwen2::{Qwen2, SeqInput};
-use crate::sampling::{log_prob, sample, top_log_probs, Rng, Sampling};
+use crate::sampling::{sample, top_log_probs, Rng, Sampling};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -466,6 +466,7 @@ impl Engine {
                 continue;
             }
             let (row, log_z) = rows.next().expect("one row of logits per sequence that asked");
+            let log_prob = |t: u32| row.get(t as usize).map_or(f64::NEG_INFINITY, |&x| x as f64 - log_z as f64);
             if let (Some(beam), Sampling::Beam { width, .. }) = (&mut s.beam, &s.req.sampling) {
                 // a beam offers its best tokens to its search, which chooses after the pass
                 // 2·width candidates that go on, whatever the stop tokens among them
@@ -481,8 +482,7 @@ impl Engine {
                 if ranked.is_empty() {
                     return Err(EngineError::Sampling { id: s.req.id });
                 }
-                let offers =
-                    ranked.into_iter().map(|(token, lp)| Offer { token, logprob: lp, raw: log_prob(row, token) });
+                let offers = ranked.into_iter().map(|(token, lp)| Offer { token, logprob: lp, raw: log_prob(token) });
                 beam.offers = Some(offers.collect());
                 continue;
             }
@@ -499,7 +499,7 @@ impl Engine {
                 }
             }
             .ok_or(EngineError::Sampling { id: s.req.id })?;
-            s.logprob += row.get(token as usize).map_or(f64::NEG_INFINITY, |&x| x as f64 - log_z as f64);
+            s.logprob += log_prob(token);
             s.first_token.get_or_insert_with(Instant::now);
             if s.req.stop.contains(&token) {
                 finished.push((j, Finish::Stop));

@@ -9,8 +9,8 @@
 //!
 //! The blocks live in memory of their own, mapped for transparent huge pages where the kernel
 //! allows them (`madvise`): a decode step streams every block once, and on 4 KB pages that is a
-//! page walk every 4 KB (batch-1 decoding of the 1.5B on a 2-core EPYC: 25.2 → 28.5 tokens/s
-//! with huge pages; docs/decoder.md).
+//! page walk every 4 KB (batch-1 decoding of the 1.5B on a 2-core EPYC: 25.1–25.4 tokens/s on
+//! small pages, 28.1–28.9 with huge pages; docs/decoder.md).
 
 use tch::{Device, TchError, Tensor};
 

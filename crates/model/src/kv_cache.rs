@@ -264,16 +264,16 @@ impl KvCache {
     /// kernel that reads them in place; `None` where they are not stored in the compute
     /// precision (int8, or a storage kind other than the model's).
     pub fn pools(&self, layer: usize) -> Option<(&Tensor, &Tensor)> {
-        let (k, v) = (self.k.get(layer)?, self.v.get(layer)?);
-        (!self.quantized() && k.kind() == self.compute).then_some((k, v))
+        self.in_compute_precision(layer).then(|| (&self.k[layer], &self.v[layer]))
     }
 
     /// [`KvCache::pools`] for a kernel that writes into them.
     pub fn pools_mut(&mut self, layer: usize) -> Option<(&mut Tensor, &mut Tensor)> {
-        if self.quantized() || self.k.get(layer)?.kind() != self.compute {
-            return None;
-        }
-        Some((self.k.get_mut(layer)?, self.v.get_mut(layer)?))
+        self.in_compute_precision(layer).then(|| (&mut self.k[layer], &mut self.v[layer]))
+    }
+
+    fn in_compute_precision(&self, layer: usize) -> bool {
+        !self.quantized() && self.k.get(layer).is_some_and(|k| k.kind() == self.compute)
     }
 
     pub fn block_size(&self) -> usize {
