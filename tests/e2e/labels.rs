@@ -20,7 +20,7 @@ pub async fn done_documents_are_labelled_and_summarised(run: &Run) {
             .await
             .unwrap();
     for (name, source, bias) in &sources {
-        assert_eq!(source, &format!("scorer clause-scorer-v2 sha256:{}", &sha[..12]), "{name}");
+        assert_eq!(source, &format!("scorer clause-scorer-v3 sha256:{}", &sha[..12]), "{name}");
         assert!(bias.is_some(), "{name} is scored by a learned probe, not zero-shot");
     }
     let (summaries, with_embedding): (i64, i64) = sqlx::query_as(

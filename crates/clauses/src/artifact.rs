@@ -24,8 +24,8 @@ pub const FORMAT: &str = "docpipe-clause-scorer";
 pub const VERSION: u32 = 1;
 
 /// The scorer shipped with docpipe, its sha256 and its recorded scores on a fixture.
-const BUILTIN_JSON: &[u8] = include_bytes!("../scorers/clause-scorer-v2.json");
-const BUILTIN_SHA256: &str = include_str!("../scorers/clause-scorer-v2.json.sha256");
+const BUILTIN_JSON: &[u8] = include_bytes!("../scorers/clause-scorer-v3.json");
+const BUILTIN_SHA256: &str = include_str!("../scorers/clause-scorer-v3.json.sha256");
 
 /// What an artifact was trained on, for its model card and for `docpipe labels`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -155,7 +155,7 @@ pub fn builtin() -> Result<(Artifact, String), ClausesError> {
     if sha != recorded {
         return Err(ClausesError::Input(format!(
             "the built-in clause scorer's sha256 {sha} is not the recorded {recorded} \
-             (crates/clauses/scorers/clause-scorer-v2.json changed without its .sha256)"
+             (crates/clauses/scorers/clause-scorer-v3.json changed without its .sha256)"
         )));
     }
     Ok((Artifact::from_json(BUILTIN_JSON, "built-in clause scorer")?, sha))
@@ -231,7 +231,7 @@ mod tests {
         let (artifact, sha) = builtin().expect("the built-in scorer loads and matches its recorded sha256");
         assert_eq!(artifact.categories.len(), 41, "every CUAD category is covered");
         let fixture: Fixture =
-            serde_json::from_str(include_str!("../scorers/clause-scorer-v2.fixture.json")).expect("the fixture parses");
+            serde_json::from_str(include_str!("../scorers/clause-scorer-v3.fixture.json")).expect("the fixture parses");
         assert_eq!(fixture.artifact_sha256, sha, "the fixture was recorded with this artifact");
         assert!(!fixture.segments.is_empty());
         let scorers = artifact.scorers();

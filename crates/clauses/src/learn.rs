@@ -1,9 +1,10 @@
 //! Learning clause scorers from labelled documents: a class-balanced, L2-regularised logistic
 //! regression per category on the segment embedding (started from and regularised towards
-//! `GAMMA * query`), two position features and lexical terms, all categories fitted at once by
-//! full-batch gradient descent — each step two matrix products over the training segments
-//! (segments × features · features × categories, and the gradient back), by blocks of rows
-//! on rayon's threads, plus the sparse lexical terms.
+//! `GAMMA * query`), two position features and lexical terms, plus a listwise loss that asks
+//! each training document's clauses to outrank its other segments ([`Fit::listwise`]); all
+//! categories fitted at once by full-batch gradient descent — each step two matrix products
+//! over the training segments (segments × features · features × categories, and the gradient
+//! back), by blocks of rows on rayon's threads, plus the sparse lexical terms.
 //!
 //! Training documents may hold a sample of their segments: each segment's loss counts as
 //! many times as the segments it stands for ([`Doc::weight`]), so a sample with known
@@ -28,7 +29,10 @@ const STEPS: usize = 400;
 const LEARNING_RATE: f32 = 2.0;
 /// Lexical term weights: their learning rate and L2 pull towards 0.
 const LEXICAL_LEARNING_RATE: f32 = 10.0;
-const LEXICAL_L2: f32 = 0.001;
+const LEXICAL_L2: f32 = 0.003;
+/// Weight of the listwise loss beside the per-segment one (see [`Fit::listwise`]): in all, as
+/// many times the per-segment loss's total weight.
+const LISTWISE: f32 = 16.0;
 /// A term is a feature when it occurs in at least this many training documents.
 const MIN_DF: usize = 2;
 /// Term weights kept per category (the largest in magnitude).
@@ -100,12 +104,20 @@ struct Design {
     lexical: Vec<(Vec<usize>, f32)>,
     /// Per lexical column: the rows that have it (`lexical` transposed).
     rows_with: Vec<Vec<usize>>,
+    /// Each training document's rows.
+    docs: Vec<std::ops::Range<usize>>,
 }
 
 impl Design {
     fn new(train: &[&Doc], vocab: &Vocabulary, dim: usize) -> Self {
         let segments: Vec<(f32, &Segment)> =
             train.iter().flat_map(|d| d.segments.iter().enumerate().map(|(i, s)| (d.weight(i), s))).collect();
+        let mut docs = Vec::with_capacity(train.len());
+        let mut at = 0;
+        for d in train {
+            docs.push(at..at + d.segments.len());
+            at += d.segments.len();
+        }
         let mut x = Array2::zeros((segments.len(), dim + 3));
         let weight: Vec<f32> = segments.iter().map(|(w, _)| *w).collect();
         let total = weight.iter().sum::<f32>().max(1e-6);
@@ -126,7 +138,7 @@ impl Design {
             }
             lexical.push((cols, v));
         }
-        Design { x, weight, total, lexical, rows_with }
+        Design { x, weight, total, lexical, rows_with, docs }
     }
 }
 
@@ -134,6 +146,8 @@ impl Design {
 /// and negatives balanced by their summed segment weights, normalised to mean 1).
 struct Targets {
     y: Array2<f32>,
+    /// (document, category) where the document has positives of the category.
+    pairs: Vec<(usize, usize)>,
     n_pos: Vec<usize>,
     class_weight: Vec<(f32, f32)>,
 }
@@ -172,7 +186,11 @@ impl Targets {
                 }
             })
             .collect();
-        Targets { y, n_pos, class_weight }
+        let pairs = (0..design.docs.len())
+            .flat_map(|d| (0..ncat).map(move |k| (d, k)))
+            .filter(|&(d, k)| design.docs[d].clone().any(|i| y[[i, k]] > 0.5))
+            .collect();
+        Targets { y, pairs, n_pos, class_weight }
     }
 }
 
@@ -237,32 +255,73 @@ impl Fit {
     fn dense_gradient(&mut self, design: &Design, t: &Targets) -> Array2<f32> {
         let (block, ncat, width) = (self.block, self.ncat, self.dim + 3);
         let (w, lex, class_weight, y) = (&self.w, &self.lex, &t.class_weight, &t.y);
-        // forward pass and class-weighted residuals, then the dense gradient, by row blocks
-        let blocks: Vec<_> = design
+        // the logits, in `resid`
+        design
             .x
             .axis_chunks_iter(Axis(0), block)
             .zip(self.resid.axis_chunks_iter_mut(Axis(0), block))
-            .zip(y.axis_chunks_iter(Axis(0), block))
-            .zip(design.lexical.chunks(block).zip(design.weight.chunks(block)))
-            .collect();
-        blocks
+            .zip(design.lexical.chunks(block))
+            .collect::<Vec<_>>()
             .into_par_iter()
-            .map(|(((xb, mut zb), yb), (lb, wb))| {
+            .for_each(|((xb, mut zb), lb)| {
                 general_mat_mul(1.0, &xb, w, 0.0, &mut zb);
-                for (((mut z, y), (cols, v)), &sw) in zb.rows_mut().into_iter().zip(yb.rows()).zip(lb).zip(wb) {
+                for (mut z, (cols, v)) in zb.rows_mut().into_iter().zip(lb) {
                     let z = z.as_slice_mut().expect("rows of a standard-layout array are contiguous");
                     for &c in cols {
                         for (zk, l) in z.iter_mut().zip(&lex[c * ncat..(c + 1) * ncat]) {
                             *zk += l * v;
                         }
                     }
-                    for ((zk, &yk), &(wp, wn)) in z.iter_mut().zip(y).zip(class_weight.iter()) {
-                        *zk = (sigmoid(*zk) - yk) * sw * if yk > 0.5 { wp } else { wn };
+                }
+            });
+        let listwise = self.listwise(design, t);
+        let blocks: Vec<_> = design
+            .x
+            .axis_chunks_iter(Axis(0), block)
+            .zip(self.resid.axis_chunks_iter_mut(Axis(0), block))
+            .zip(y.axis_chunks_iter(Axis(0), block))
+            .zip(design.weight.chunks(block))
+            .enumerate()
+            .collect();
+        let listwise = &listwise;
+        blocks
+            .into_par_iter()
+            .map(|(b, (((xb, mut zb), yb), wb))| {
+                for (j, ((mut z, y), &sw)) in zb.rows_mut().into_iter().zip(yb.rows()).zip(wb).enumerate() {
+                    let z = z.as_slice_mut().expect("rows of a standard-layout array are contiguous");
+                    for (k, ((zk, &yk), &(wp, wn))) in z.iter_mut().zip(y).zip(class_weight.iter()).enumerate() {
+                        *zk = (sigmoid(*zk) - yk) * sw * if yk > 0.5 { wp } else { wn } + listwise[[b * block + j, k]];
                     }
                 }
                 xb.t().dot(&zb)
             })
             .reduce(|| Array2::zeros((width, ncat)), |a, b| a + b)
+    }
+
+    /// The gradient of the listwise loss by logit (kept in `resid`), times its weight. Per
+    /// training document and category it has positives of: `-log(Σ_pos w·e^z / Σ_all w·e^z)`,
+    /// a softmax over the document's segments, each counted for the segments it stands for
+    /// (`w`): the per-segment loss asks every segment to fall on the right side of a line, this
+    /// one asks a document's clauses to outrank the rest of that document, which is what its
+    /// top five are. Learned with it, the first 400 training contracts of the fixed shuffle
+    /// found 630 of the 708 gold clauses of the other 30 in their top five, against 611 without
+    /// (docs/clause-scorer.md).
+    fn listwise(&self, design: &Design, t: &Targets) -> Array2<f32> {
+        let z = &self.resid;
+        let mut g = Array2::<f32>::zeros(z.dim());
+        let scale = LISTWISE * design.total / t.pairs.len().max(1) as f32;
+        for &(d, k) in &t.pairs {
+            let rows = design.docs[d].clone();
+            let m = rows.clone().map(|i| z[[i, k]]).fold(f32::MIN, f32::max);
+            let e = |i: usize| design.weight[i] * (z[[i, k]] - m).exp();
+            let all: f32 = rows.clone().map(e).sum();
+            let pos: f32 = rows.clone().filter(|&i| t.y[[i, k]] > 0.5).map(e).sum();
+            for i in rows {
+                let p = if t.y[[i, k]] > 0.5 { e(i) / pos } else { 0.0 };
+                g[[i, k]] = scale * (e(i) / all - p);
+            }
+        }
+        g
     }
 
     /// The lexical gradient, by term, from the residuals of [`Fit::dense_gradient`].
@@ -403,6 +462,59 @@ mod tests {
         // both are present in every training document: the threshold admits the best segment
         for s in &scorers {
             assert!(ranking(&unseen, s).1 >= s.threshold);
+        }
+    }
+
+    /// The listwise gradient is the derivative of its loss: against central differences of
+    /// `scale · -log(Σ_pos w·e^z / Σ_all w·e^z)`, on weighted rows of two documents.
+    #[test]
+    fn listwise_gradient_is_the_derivative_of_its_loss() {
+        let dim = 2;
+        let cats = vec![StoredCategory { name: "A".into(), query: vec![0.0; dim] }];
+        let doc = |n: usize, pos: usize| {
+            let segments: Vec<Segment> = (0..n)
+                .map(|i| Segment { index: i, chars: i..i + 1, embedding: vec![0.0; dim], terms: vec![] })
+                .collect();
+            let positives = BTreeMap::from([("A".to_string(), BTreeSet::from([pos]))]);
+            let weights = (0..n).map(|i| 1.0 + i as f32).collect();
+            Doc { segments, gold: BTreeMap::new(), positives, present: BTreeSet::new(), weights }
+        };
+        let docs = [doc(4, 1), doc(3, 2)];
+        let docs: Vec<&Doc> = docs.iter().collect();
+        let vocab = Vocabulary::new(&docs);
+        let design = Design::new(&docs, &vocab, dim);
+        let t = Targets::new(&docs, &cats, &design);
+        assert_eq!(t.pairs, vec![(0, 0), (1, 0)]);
+        let mut fit = Fit::new(&cats, dim, 0, design.x.nrows());
+        let z0 = [0.3f32, -0.2, 1.1, 0.4, -0.7, 0.2, 0.9];
+        let loss = |z: &[f32]| -> f64 {
+            let scale = (LISTWISE * design.total / 2.0) as f64;
+            design
+                .docs
+                .iter()
+                .map(|r| {
+                    let e = |i: usize| design.weight[i] as f64 * (z[i] as f64).exp();
+                    let all: f64 = r.clone().map(e).sum();
+                    let pos: f64 = r.clone().filter(|&i| t.y[[i, 0]] > 0.5).map(e).sum();
+                    -scale * (pos / all).ln()
+                })
+                .sum()
+        };
+        for (i, &v) in z0.iter().enumerate() {
+            fit.resid[[i, 0]] = v;
+        }
+        let g = fit.listwise(&design, &t);
+        for i in 0..z0.len() {
+            let h = 1e-3;
+            let (mut up, mut down) = (z0, z0);
+            up[i] += h;
+            down[i] -= h;
+            let numeric = (loss(&up) - loss(&down)) / (2.0 * h as f64);
+            assert!(
+                (g[[i, 0]] as f64 - numeric).abs() < 1e-2 * numeric.abs().max(1.0),
+                "row {i}: {} vs {numeric}",
+                g[[i, 0]]
+            );
         }
     }
 
