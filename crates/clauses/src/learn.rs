@@ -30,8 +30,8 @@ const LEARNING_RATE: f32 = 2.0;
 /// Lexical term weights: their learning rate and L2 pull towards 0.
 const LEXICAL_LEARNING_RATE: f32 = 10.0;
 const LEXICAL_L2: f32 = 0.003;
-/// Weight of the listwise loss beside the per-segment one (see [`Fit::listwise`]): in all, as
-/// many times the per-segment loss's total weight.
+/// Weight of the listwise loss (see [`Fit::listwise`], averaged over its (document, category)
+/// pairs) against the per-segment loss (averaged over the segments' weights).
 const LISTWISE: f32 = 16.0;
 /// A term is a feature when it occurs in at least this many training documents.
 const MIN_DF: usize = 2;
