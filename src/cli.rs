@@ -359,10 +359,10 @@ pub enum Cmd {
         #[arg(long)]
         pdfs: PathBuf,
         /// Scorer file to write (beside it: `.sha256` and `.fixture.json`).
-        #[arg(long, default_value = "crates/clauses/scorers/clause-scorer-v3.json")]
+        #[arg(long, default_value = docpipe_clauses::artifact::BUILTIN_PATH)]
         out: PathBuf,
         /// Name recorded in the scorer (and in the `source` of the categories it scores).
-        #[arg(long, default_value = "clause-scorer-v3")]
+        #[arg(long, default_value = docpipe_clauses::artifact::BUILTIN_NAME)]
         name: String,
         /// Cache of extracted and embedded training segments (reused by later runs).
         #[arg(long, env = "DOCPIPE_TRAIN_CACHE")]

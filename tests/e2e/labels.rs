@@ -13,14 +13,14 @@ pub async fn done_documents_are_labelled_and_summarised(run: &Run) {
     .await
     .unwrap();
     assert_eq!((cats, labels), (41, 2 * 41), "(clause categories, labels of the two done documents)");
-    let (_, sha) = docpipe_clauses::artifact::builtin().expect("the shipped clause scorer loads");
+    let (artifact, sha) = docpipe_clauses::artifact::builtin().expect("the shipped clause scorer loads");
     let sources: Vec<(String, String, Option<f32>)> =
         sqlx::query_as("SELECT name, source, bias FROM clause_categories ORDER BY name")
             .fetch_all(&run.pool)
             .await
             .unwrap();
     for (name, source, bias) in &sources {
-        assert_eq!(source, &format!("scorer clause-scorer-v3 sha256:{}", &sha[..12]), "{name}");
+        assert_eq!(source, &format!("scorer {} sha256:{}", artifact.name, &sha[..12]), "{name}");
         assert!(bias.is_some(), "{name} is scored by a learned probe, not zero-shot");
     }
     let (summaries, with_embedding): (i64, i64) = sqlx::query_as(

@@ -23,9 +23,20 @@ pub const FORMAT: &str = "docpipe-clause-scorer";
 /// The artifact layout this docpipe reads.
 pub const VERSION: u32 = 1;
 
+/// The name of the scorer shipped with docpipe: its files are `scorers/<name>.json`, `.sha256`
+/// and `.fixture.json` beside it, and `train-clauses` writes it there by default.
+macro_rules! builtin_name {
+    () => {
+        "clause-scorer-v3"
+    };
+}
+pub const BUILTIN_NAME: &str = builtin_name!();
+/// The shipped scorer's file, from the repository root.
+pub const BUILTIN_PATH: &str = concat!("crates/clauses/scorers/", builtin_name!(), ".json");
+
 /// The scorer shipped with docpipe, its sha256 and its recorded scores on a fixture.
-const BUILTIN_JSON: &[u8] = include_bytes!("../scorers/clause-scorer-v3.json");
-const BUILTIN_SHA256: &str = include_str!("../scorers/clause-scorer-v3.json.sha256");
+const BUILTIN_JSON: &[u8] = include_bytes!(concat!("../scorers/", builtin_name!(), ".json"));
+const BUILTIN_SHA256: &str = include_str!(concat!("../scorers/", builtin_name!(), ".json.sha256"));
 
 /// What an artifact was trained on, for its model card and for `docpipe labels`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -155,7 +166,7 @@ pub fn builtin() -> Result<(Artifact, String), ClausesError> {
     if sha != recorded {
         return Err(ClausesError::Input(format!(
             "the built-in clause scorer's sha256 {sha} is not the recorded {recorded} \
-             (crates/clauses/scorers/clause-scorer-v3.json changed without its .sha256)"
+             ({BUILTIN_PATH} changed without its .sha256)"
         )));
     }
     Ok((Artifact::from_json(BUILTIN_JSON, "built-in clause scorer")?, sha))
@@ -230,8 +241,10 @@ mod tests {
     fn shipped_scorer_loads_matches_its_sha256_and_reproduces_its_recorded_scores() {
         let (artifact, sha) = builtin().expect("the built-in scorer loads and matches its recorded sha256");
         assert_eq!(artifact.categories.len(), 41, "every CUAD category is covered");
+        assert_eq!(artifact.name, BUILTIN_NAME, "the shipped file records the name it is shipped under");
         let fixture: Fixture =
-            serde_json::from_str(include_str!("../scorers/clause-scorer-v3.fixture.json")).expect("the fixture parses");
+            serde_json::from_str(include_str!(concat!("../scorers/", builtin_name!(), ".fixture.json")))
+                .expect("the fixture parses");
         assert_eq!(fixture.artifact_sha256, sha, "the fixture was recorded with this artifact");
         assert!(!fixture.segments.is_empty());
         let scorers = artifact.scorers();

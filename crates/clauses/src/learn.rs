@@ -313,12 +313,12 @@ impl Fit {
         for &(d, k) in &t.pairs {
             let rows = design.docs[d].clone();
             let m = rows.clone().map(|i| z[[i, k]]).fold(f32::MIN, f32::max);
-            let e = |i: usize| design.weight[i] * (z[[i, k]] - m).exp();
-            let all: f32 = rows.clone().map(e).sum();
-            let pos: f32 = rows.clone().filter(|&i| t.y[[i, k]] > 0.5).map(e).sum();
-            for i in rows {
-                let p = if t.y[[i, k]] > 0.5 { e(i) / pos } else { 0.0 };
-                g[[i, k]] = scale * (e(i) / all - p);
+            let e: Vec<f32> = rows.clone().map(|i| design.weight[i] * (z[[i, k]] - m).exp()).collect();
+            let all: f32 = e.iter().sum();
+            let pos: f32 = rows.clone().zip(&e).filter(|&(i, _)| t.y[[i, k]] > 0.5).map(|(_, e)| e).sum();
+            for (i, &ei) in rows.zip(&e) {
+                let p = if t.y[[i, k]] > 0.5 { ei / pos } else { 0.0 };
+                g[[i, k]] = scale * (ei / all - p);
             }
         }
         g
