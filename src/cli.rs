@@ -333,12 +333,13 @@ pub enum Cmd {
         /// pooled inside the chunk that owns it.
         #[arg(long, default_value = "labelled", value_parser = ["labelled", "contextual"])]
         embeddings: String,
-        /// With `--bucket` (documents stored with every standalone embedding, e.g. by a run
-        /// with `--standalone-segments all`): score as if the worker had run with
-        /// `--standalone-segments candidates --standalone-margin M`, so that a margin's cost
-        /// (the share of segments embedded on their own, printed) and its recall can be read
-        /// before changing it.
-        #[arg(long, value_name = "M", conflicts_with = "pdfs", allow_negative_numbers = true)]
+        /// Score as if the worker had run with `--standalone-segments candidates
+        /// --standalone-margin M` (the candidates chosen by `--clause-scorer`), so that a
+        /// margin's cost (the share of segments embedded on their own, printed) and its recall
+        /// can be read before changing it. With `--bucket`: documents stored with every
+        /// standalone embedding (a run with `--standalone-segments all`); with `--pdfs`: every
+        /// segment embedded on its own and every chunk forwarded here (both cached).
+        #[arg(long, value_name = "M", allow_negative_numbers = true)]
         standalone_candidates: Option<f32>,
         #[command(flatten)]
         ocr: OcrArgs,
@@ -381,10 +382,11 @@ pub enum Cmd {
         #[arg(long, default_value_t = 8)]
         negatives: usize,
         /// Segment embeddings learned from: `standalone` (each segment on its own, as the
-        /// worker's standalone pass) or `contextual` (pooled inside the chunk that owns it, as
+        /// worker's standalone pass), `contextual` (pooled inside the chunk that owns it, as
         /// the worker's chunk pass: whole chunks are forwarded, chosen by
-        /// `--positive-chunks` and `--random-chunks`).
-        #[arg(long, default_value = "standalone", value_parser = ["standalone", "contextual"])]
+        /// `--positive-chunks` and `--random-chunks`), or `both` (the two samples of each
+        /// document learned as one, for a scorer that reads either).
+        #[arg(long, default_value = "contextual", value_parser = ["standalone", "contextual", "both"])]
         embeddings: String,
         /// Contextual: chunks per document forwarded for their positives, at most.
         #[arg(long, default_value_t = 3)]

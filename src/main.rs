@@ -153,7 +153,18 @@ async fn dispatch(cli: Cli) -> Result<()> {
             match (bucket, pdfs) {
                 (_, Some(pdfs)) => {
                     let contextual = embeddings == "contextual";
-                    cmd::eval::offline(c, &worker, &ocr, &label_args, &labels, &pdfs, folds, contextual).await
+                    cmd::eval::offline(
+                        c,
+                        &worker,
+                        &ocr,
+                        &label_args,
+                        &labels,
+                        &pdfs,
+                        folds,
+                        contextual,
+                        standalone_candidates,
+                    )
+                    .await
                 }
                 (Some(bucket), None) => {
                     let e = cmd::eval::Stored { embeddings: &embeddings, standalone_candidates };
@@ -186,6 +197,10 @@ async fn dispatch(cli: Cli) -> Result<()> {
             };
             let embeddings = match embeddings.as_str() {
                 "contextual" => cmd::train_clauses::Embeddings::Contextual(docpipe_clauses::train::ChunkPlan {
+                    positive_chunks,
+                    random_chunks,
+                }),
+                "both" => cmd::train_clauses::Embeddings::Both(docpipe_clauses::train::ChunkPlan {
                     positive_chunks,
                     random_chunks,
                 }),

@@ -4,14 +4,16 @@
 //! under cross-validation; the last line is `recall@5 X.XX`. With `--pdfs DIR` instead of a
 //! bucket, the documents are not run through the pipeline: every segment is embedded on its
 //! own here, as the worker's standalone pass embeds it (the embeddings labels are scored on),
-//! or with `--embeddings contextual` pooled inside its chunk, as the worker's chunk pass does.
+//! or with `--embeddings contextual` pooled inside its chunk, as the worker's chunk pass does;
+//! with `--standalone-candidates M`, both, mixed as a worker with that margin would store them.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use docpipe_clauses::candidates::{self, Candidates};
 use docpipe_clauses::eval::{self, Scoring};
-use docpipe_clauses::gold;
+use docpipe_clauses::gold::{self, Doc};
 use docpipe_clauses::stored::{self, Embeddings};
 
 use docpipe_clauses::stored::StoredCategory;
@@ -45,6 +47,7 @@ pub async fn offline(
     pdfs: &Path,
     folds: usize,
     contextual: bool,
+    standalone_candidates: Option<f32>,
 ) -> Result<()> {
     let o = train_clauses::Options {
         labels: labels_file.to_path_buf(),
@@ -61,9 +64,28 @@ pub async fn offline(
             train_clauses::Embeddings::Standalone
         },
     };
-    let corpus = train_clauses::corpus(c, w, ocr, &o).await?;
-    let cats: Vec<StoredCategory> = corpus.queries;
+    let mut corpus = train_clauses::corpus(c, w, ocr, &o).await?;
     let artifact = a.clause_scorer.load()?;
+    if let Some(t) = standalone_candidates {
+        let Some((art, _)) = &artifact else {
+            bail!("--standalone-candidates needs a clause scorer (not --clause-scorer none)")
+        };
+        if contextual {
+            bail!("--standalone-candidates mixes standalone and contextual embeddings: leave --embeddings labelled");
+        }
+        // every chunk forwarded too (cached apart), each document in the standalone corpus's order
+        let ctx = o.clone();
+        let ctx = train_clauses::Options { embeddings: train_clauses::Embeddings::Contextual(ChunkPlan::WHOLE), ..ctx };
+        let x = train_clauses::corpus(c, w, ocr, &ctx).await?;
+        let mut by_file: BTreeMap<String, Doc> = x.files.into_iter().zip(x.docs).collect();
+        let mut aligned = Vec::with_capacity(corpus.docs.len());
+        for f in &corpus.files {
+            aligned.push(by_file.remove(f).with_context(|| format!("{f}: no contextual embeddings"))?);
+        }
+        let kept = candidates::simulate(&mut corpus.docs, &aligned, &Candidates::new(art, t))?;
+        println!("standalone candidates at margin {t}: {kept}");
+    }
+    let cats: Vec<StoredCategory> = corpus.queries;
     let scorers = artifact.as_ref().map(|(a, _)| a.scorers()).unwrap_or_default();
     let table = eval::evaluate(
         &corpus.docs,

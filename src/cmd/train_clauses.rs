@@ -2,10 +2,14 @@
 //! (`make train-clauses`).
 //!
 //! Per training PDF, in a fixed order: extract and segment it as ingest does, locate its gold
-//! clauses, choose the segments to embed ([`docpipe_clauses::train::choose`]: positives, and a
-//! seeded, weighted sample of the rest, within a token budget), embed those on their own
-//! exactly as the worker's standalone pass does (several documents per length-sorted pass),
-//! and cache the result under the PDF's sha256. A document in
+//! clauses, and embed a sample of its segments as the pipeline does, caching the result under
+//! the PDF's sha256. By default (`--embeddings contextual`, what the worker stores for every
+//! segment) the chunks holding its positives and one chunk drawn at random are forwarded as
+//! the worker's chunk pass does ([`docpipe_clauses::train::choose_chunks`]); with
+//! `standalone`, positives and a seeded, weighted sample of the rest, within a token budget
+//! ([`docpipe_clauses::train::choose`]), are embedded on their own as the worker's standalone
+//! pass does; `both` learns from the two samples together. Several documents go through one
+//! length-sorted pass. A document in
 //! the cache is not extracted or embedded again, so an interrupted run resumes where it
 //! stopped and a learning curve on nested subsets (`--docs`) costs no model time. Then every
 //! category is learned at once, and the scorer file is written with its sha256 and a fixture
@@ -46,6 +50,10 @@ pub enum Embeddings {
     /// Each segment pooled inside the chunk that owns it, as the worker's chunk pass does;
     /// sampled by chunk ([`ChunkPlan`]).
     Contextual(ChunkPlan),
+    /// Both samples of every document, learned as one document (each sample's segments ranked
+    /// against both's): one scorer for the standalone embeddings the worker stores for its
+    /// candidate segments and the contextual ones it stores for the rest.
+    Both(ChunkPlan),
 }
 
 impl Embeddings {
@@ -53,10 +61,12 @@ impl Embeddings {
         match self {
             Embeddings::Standalone => "standalone",
             Embeddings::Contextual(_) => "contextual",
+            Embeddings::Both(_) => "both",
         }
     }
 }
 
+#[derive(Clone)]
 pub struct Options {
     pub labels: PathBuf,
     pub pdfs: PathBuf,
@@ -81,8 +91,8 @@ fn cache_dir(o: &Options, model: &str) -> PathBuf {
         let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
         home.join(".cache/docpipe/clause-train")
     });
-    // a different sample or model is a different cache
-    if let Embeddings::Contextual(c) = o.embeddings {
+    // a different sample or model is a different cache (`Both` reads the two caches)
+    if let Embeddings::Contextual(c) | Embeddings::Both(c) = o.embeddings {
         if c == ChunkPlan::WHOLE {
             return base.join(format!("{model}-contextual-whole"));
         }
@@ -178,7 +188,7 @@ impl Trainer<'_> {
                 let lengths: Vec<usize> = inputs.iter().map(|i| i.as_ref().map_or(0, |x| x.len())).collect();
                 (choose(&lengths, &gold, &positives, &self.rarity, &self.plan, seed), Vec::new())
             }
-            Embeddings::Contextual(plan) => {
+            Embeddings::Contextual(plan) | Embeddings::Both(plan) => {
                 // each segment's owner: the chunk whose owned tokens hold its middle token
                 let mut owner: Vec<Option<usize>> = vec![None; all.len()];
                 for (k, c) in prepared.chunks.iter().enumerate() {
@@ -292,6 +302,8 @@ impl Trainer<'_> {
 /// segments ([`Options::plan`]) embedded on their own, from the cache where it has them.
 pub struct Corpus {
     pub docs: Vec<Doc>,
+    /// Each document's file name.
+    pub files: Vec<String>,
     /// The built-in categories with their query embeddings.
     pub queries: Vec<StoredCategory>,
     pub labels_sha: String,
@@ -307,6 +319,44 @@ pub struct Corpus {
 }
 
 pub async fn corpus(c: &Common, w: &WorkerArgs, ocr: &OcrArgs, o: &Options) -> Result<Corpus> {
+    let Embeddings::Both(plan) = o.embeddings else { return corpus_of(c, w, ocr, o).await };
+    let standalone = corpus_of(c, w, ocr, &Options { embeddings: Embeddings::Standalone, ..o.clone() }).await?;
+    let contextual = corpus_of(c, w, ocr, &Options { embeddings: Embeddings::Contextual(plan), ..o.clone() }).await?;
+    merge_corpora(standalone, contextual)
+}
+
+/// The two samples of each document as one document ([`Doc::merge`]).
+fn merge_corpora(s: Corpus, x: Corpus) -> Result<Corpus> {
+    let mut other: BTreeMap<String, Doc> = x.files.into_iter().zip(x.docs).collect();
+    let (mut docs, mut files, mut failed) = (Vec::new(), Vec::new(), s.failed);
+    for (file, doc) in s.files.into_iter().zip(s.docs) {
+        match other.remove(&file) {
+            Some(d) => {
+                docs.push(doc.merge(d).with_context(|| format!("merging the two samples of {file}"))?);
+                files.push(file);
+            }
+            None => {
+                warn!(file = %file, "no contextual sample of this document; left out");
+                failed.push(file);
+            }
+        }
+    }
+    failed.extend(x.failed.into_iter().filter(|f| !failed.contains(f)).collect::<Vec<_>>());
+    Ok(Corpus {
+        docs,
+        files,
+        queries: s.queries,
+        labels_sha: s.labels_sha,
+        pdf_lines: s.pdf_lines,
+        failed,
+        model_name: s.model_name,
+        stats: (s.stats.0, s.stats.1 + x.stats.1, s.stats.2 + x.stats.2),
+        unlocated: s.unlocated,
+    })
+}
+
+/// [`corpus`] for one kind of embeddings.
+async fn corpus_of(c: &Common, w: &WorkerArgs, ocr: &OcrArgs, o: &Options) -> Result<Corpus> {
     let (labels_bytes, labels_sha) = sha256_file(&o.labels)?;
     drop(labels_bytes);
     let (labels, present) = gold::read_labels(&o.labels)?;
@@ -354,8 +404,10 @@ pub async fn corpus(c: &Common, w: &WorkerArgs, ocr: &OcrArgs, o: &Options) -> R
         pdf_lines.push(format!("{sha}  {file}"));
         let cached = dir.join(format!("{sha}.json"));
         if cached.is_file() && dir.join(format!("{sha}.f32")).is_file() {
-            let s: Sampled = serde_json::from_slice(&std::fs::read(&cached)?)
+            let mut s: Sampled = serde_json::from_slice(&std::fs::read(&cached)?)
                 .with_context(|| format!("reading the cached {}", cached.display()))?;
+            // two names for one PDF share its cache entry
+            s.file.clone_from(file);
             sampled.push(s);
         } else {
             let t0 = Instant::now();
@@ -410,6 +462,7 @@ pub async fn corpus(c: &Common, w: &WorkerArgs, ocr: &OcrArgs, o: &Options) -> R
     );
     let unlocated = sampled.iter().map(|s| s.unlocated).sum();
     let mut docs: Vec<Doc> = Vec::with_capacity(sampled.len());
+    let files: Vec<String> = sampled.iter().map(|s| s.file.clone()).collect();
     for mut s in sampled {
         // presence from the labels as read now (not as cached)
         s.present = present_in(&present, &s.file);
@@ -425,7 +478,7 @@ pub async fn corpus(c: &Common, w: &WorkerArgs, ocr: &OcrArgs, o: &Options) -> R
         docs.push(s.into_doc(emb));
     }
     pdf_lines.sort();
-    Ok(Corpus { docs, queries, labels_sha, pdf_lines, failed, model_name, stats, unlocated })
+    Ok(Corpus { docs, files, queries, labels_sha, pdf_lines, failed, model_name, stats, unlocated })
 }
 
 pub async fn run(c: &Common, w: &WorkerArgs, ocr: &OcrArgs, o: &Options) -> Result<()> {

@@ -51,6 +51,37 @@ impl Doc {
     pub fn weight(&self, i: usize) -> f32 {
         self.weights.get(i).copied().unwrap_or(1.0)
     }
+
+    /// One document from two samples of it (the same labels located in the same text, e.g. its
+    /// standalone and its contextual embeddings): `other`'s segments follow this one's, its
+    /// gold matches and positives shifted to their new places. Each sample keeps its weights,
+    /// so each stands for the whole document.
+    pub fn merge(mut self, other: Doc) -> Result<Doc, ClausesError> {
+        let shift = self.segments.len();
+        let mut weights: Vec<f32> = (0..shift).map(|i| self.weight(i)).collect();
+        weights.extend((0..other.segments.len()).map(|i| other.weight(i)));
+        for (cat, clauses) in other.gold {
+            let mine = self.gold.entry(cat).or_default();
+            if !mine.is_empty() && mine.len() != clauses.len() {
+                return Err(ClausesError::Input(format!(
+                    "merging two samples of a document: {} gold clauses in one, {} in the other",
+                    mine.len(),
+                    clauses.len()
+                )));
+            }
+            mine.resize(clauses.len(), Vec::new());
+            for (m, c) in mine.iter_mut().zip(clauses) {
+                m.extend(c.into_iter().map(|i| i + shift));
+            }
+        }
+        for (cat, p) in other.positives {
+            self.positives.entry(cat).or_default().extend(p.into_iter().map(|i| i + shift));
+        }
+        self.present.extend(other.present);
+        self.segments.extend(other.segments);
+        self.weights = weights;
+        Ok(self)
+    }
 }
 
 /// Per category, the segments each gold clause matches.
@@ -292,5 +323,39 @@ mod tests {
         let (gold, pos, _) = gold_and_positives(text, &segments, std::iter::once((&cat, &clauses)));
         assert_eq!(gold[&cat], vec![vec![0]]);
         assert_eq!(pos[&cat], BTreeSet::from([0]));
+    }
+
+    #[test]
+    fn merged_samples_keep_their_matches_positives_and_weights() {
+        let seg = |index: usize| Segment { index, chars: 0..1, embedding: vec![index as f32], terms: vec![] };
+        let cat = "Governing Law".to_string();
+        let a = Doc {
+            segments: vec![seg(0), seg(4)],
+            gold: BTreeMap::from([(cat.clone(), vec![vec![1], vec![]])]),
+            positives: BTreeMap::from([(cat.clone(), BTreeSet::from([1]))]),
+            present: BTreeSet::from([cat.clone()]),
+            weights: vec![],
+        };
+        let b = Doc {
+            segments: vec![seg(2), seg(4), seg(5)],
+            gold: BTreeMap::from([(cat.clone(), vec![vec![1], vec![2]])]),
+            positives: BTreeMap::from([(cat.clone(), BTreeSet::from([1, 2]))]),
+            present: BTreeSet::from([cat.clone()]),
+            weights: vec![3.0, 1.0, 1.0],
+        };
+        let m = a.merge(b).unwrap();
+        assert_eq!(m.segments.iter().map(|s| s.index).collect::<Vec<_>>(), vec![0, 4, 2, 4, 5]);
+        assert_eq!(m.gold[&cat], vec![vec![1, 3], vec![4]]);
+        assert_eq!(m.positives[&cat], BTreeSet::from([1, 3, 4]));
+        assert_eq!(m.weights, vec![1.0, 1.0, 3.0, 1.0, 1.0]);
+        // two samples with different gold clauses are not one document
+        let one = |clauses: Vec<Vec<usize>>| Doc {
+            segments: vec![seg(0), seg(1)],
+            gold: BTreeMap::from([(cat.clone(), clauses)]),
+            positives: BTreeMap::new(),
+            present: BTreeSet::new(),
+            weights: vec![],
+        };
+        assert!(one(vec![vec![0]]).merge(one(vec![vec![0], vec![1]])).is_err());
     }
 }
