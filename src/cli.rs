@@ -171,12 +171,13 @@ pub struct WorkerArgs {
     pub max_wait_ms: u64,
     #[arg(long, env = "DOCPIPE_PREFETCH", default_value_t = defaults::WORKER_PREFETCH)]
     pub prefetch: u16,
-    /// Which segments are also embedded on their own, for clause labels: `all` (about as many
-    /// model tokens again, in short sequences), `candidates` (those the shipped clause scorer
-    /// finds likely for some category from their contextual embedding, see
-    /// --standalone-margin; about 1 in 4), or `none` (labels score the contextual embeddings).
-    /// `true` and `false` are read as `all` and `none`.
-    #[arg(long, env = "DOCPIPE_STANDALONE_SEGMENTS", default_value = "candidates",
+    /// Which segments are also embedded on their own, for clause labels: `none` (labels score
+    /// the contextual embeddings the chunk pass computes anyway, which the shipped scorer was
+    /// learned from), `candidates` (those the shipped clause scorer finds likely for some
+    /// category from their contextual embedding, see --standalone-margin; about 1 in 12), or
+    /// `all` (about as many model tokens again, in short sequences). `true` and `false` are
+    /// read as `all` and `none`.
+    #[arg(long, env = "DOCPIPE_STANDALONE_SEGMENTS", default_value = "none",
           value_parser = ["all", "candidates", "none", "true", "false"])]
     pub standalone_segments: String,
     /// With `--standalone-segments candidates`: a segment is embedded on its own when some
@@ -348,10 +349,12 @@ pub enum Cmd {
         #[command(flatten)]
         worker: WorkerArgs,
     },
-    /// Train the clause scorer from labelled PDFs (`make train-clauses`): embeds on their own,
-    /// within a token budget per document, each training document's positives and a weighted
-    /// random sample of its other segments, caches them (an interrupted run resumes), learns
-    /// every category, and writes a scorer file with its sha256 and a fixture of recorded scores.
+    /// Train the clause scorer from labelled PDFs (`make train-clauses`): forwards, as the
+    /// worker's chunk pass does, the chunks of each training document that hold its positives
+    /// and one drawn at random standing for the rest (or, with `--embeddings standalone`, embeds
+    /// positives and a weighted sample of segments on their own, within a token budget), caches
+    /// them (an interrupted run resumes), learns every category, and writes a scorer file with
+    /// its sha256 and a fixture of recorded scores.
     TrainClauses {
         /// Labels file in `cuad_labels.tsv` format.
         #[arg(long)]

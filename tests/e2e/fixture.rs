@@ -78,6 +78,10 @@ pub async fn start() -> Run {
         "--run-timeout-s",
         "900",
         "--timings",
+        // not the default (`none`: no standalone pass, every owned segment marked skipped):
+        // `candidates` exercises the pass, both kinds of embeddings and the skip marks
+        "--standalone-segments",
+        "candidates",
         "--fields",
         "--decoder",
         decoder.as_str(),

@@ -350,6 +350,15 @@ mod tests {
         let mut out = embed_chunks(&model, &refs, 1000);
         embed_standalone(&model, &refs, &mut out, 1000, &Standalone::All);
         assert!(out.iter().all(|r| r.as_ref().unwrap().segments[0].standalone.is_some()));
+        // `Off` embeds none and marks both, without a pass
+        let mut out = embed_chunks(&model, &refs, 1000);
+        let passes = model.passes.get();
+        embed_standalone(&model, &refs, &mut out, 1000, &Standalone::Off);
+        assert!(out.iter().all(|r| {
+            let s = &r.as_ref().unwrap().segments[0];
+            s.standalone.is_none() && s.standalone_skipped
+        }));
+        assert_eq!(model.passes.get(), passes, "no pass");
     }
 
     #[test]

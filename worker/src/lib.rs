@@ -62,7 +62,8 @@ pub enum Standalone {
     /// Those the rule keeps, given the segment's index in its document and its contextual
     /// embedding; the others are marked `standalone_skipped`.
     Candidates(Arc<dyn Fn(u32, &[f32]) -> bool + Send + Sync>),
-    /// None: no standalone pass.
+    /// None: no standalone pass; every owned segment is marked `standalone_skipped` (labels
+    /// score its contextual embedding, and `labels` does not embed it on its own later).
     Off,
 }
 
@@ -196,11 +197,10 @@ fn spawn_model_thread<B: Backend + Send + 'static>(
                 let mut embedded = embed_chunks(&*model, &tasks, budget);
                 m.stage("chunk_forward", t.elapsed().as_secs_f64());
                 debug_assert_eq!(embedded.len(), tasks.len(), "one outcome per chunk");
-                if !matches!(standalone, Standalone::Off) {
-                    let t = Instant::now();
-                    embed_standalone(&*model, &tasks, &mut embedded, budget, &standalone);
-                    m.stage("standalone_pass", t.elapsed().as_secs_f64());
-                }
+                // with `Off` this only marks the owned segments as skipped on purpose
+                let t = Instant::now();
+                embed_standalone(&*model, &tasks, &mut embedded, budget, &standalone);
+                m.stage("standalone_pass", t.elapsed().as_secs_f64());
                 record_memory_peak(model.memory_in_use());
                 drop(model);
                 let t = Instant::now();

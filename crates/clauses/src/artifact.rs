@@ -27,7 +27,7 @@ pub const VERSION: u32 = 1;
 /// and `.fixture.json` beside it, and `train-clauses` writes it there by default.
 macro_rules! builtin_name {
     () => {
-        "clause-scorer-v3"
+        "clause-scorer-v4"
     };
 }
 pub const BUILTIN_NAME: &str = builtin_name!();

@@ -1,6 +1,6 @@
 //! Filling in what segments stored by an older docpipe lack: their lexical terms (migration
-//! 0006) and their standalone embeddings (migration 0007, or a worker run with
-//! `--standalone-segments none`; not the segments `candidates` skipped on purpose).
+//! 0006) and their standalone embeddings (migration 0007, or a worker of before 2026-12-05
+//! run with `--standalone-segments none`; not the segments a worker skipped on purpose).
 
 use docpipe_batching::{embed_by_length, Backend};
 use docpipe_contract::status::DocStatus;
@@ -61,8 +61,9 @@ pub async fn backfill_terms(pool: &PgPool) -> Result<usize> {
 const BACKFILL_BATCH_TOKENS: usize = docpipe_contract::defaults::CPU_BATCH_TOKENS;
 
 /// Embed on their own the segments stored without a standalone embedding (before migration
-/// 0007, or by a worker run with `--standalone-segments none`; not those a worker skipped as
-/// no clause candidate), and relabel their documents.
+/// 0007, or by a worker of before 2026-12-05 run with `--standalone-segments none`; not those
+/// a worker skipped on purpose, under `none` or as no clause candidate), and relabel their
+/// documents.
 /// The segment's text is tokenized afresh (the worker reuses the chunk's tokens, which can
 /// differ at the edges). The model is loaded only when there is something to embed. A segment
 /// that fails alone is logged and stays NULL. Returns the number of segments embedded.

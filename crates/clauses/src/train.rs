@@ -9,7 +9,11 @@
 //! (seeded by the document, so a resumed run draws the same), and each stands for its share of
 //! the remaining segments in the loss ([`crate::gold::Doc::weights`]): an unbiased estimate of
 //! the whole document's loss for a fraction of its model time. The embeddings are the
-//! standalone ones the pipeline stores, so the scorer reads at run time what it was trained on.
+//! standalone ones the worker's standalone pass stores.
+//!
+//! The shipped scorer learns instead from the contextual embeddings every chunk pass stores
+//! ([`ChunkPlan`], [`choose_chunks`]), so it reads at run time, under the default
+//! `--standalone-segments none`, what it was trained on.
 
 use std::collections::{BTreeMap, BTreeSet};
 

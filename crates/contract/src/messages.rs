@@ -72,8 +72,9 @@ pub struct SegmentEmbedding {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub standalone: Option<Vec<f32>>,
     /// The worker left this owned segment out of its standalone pass on purpose
-    /// (`--standalone-segments candidates`: no clause category finds it likely): labels score
-    /// its contextual embedding, and `labels` / `eval` do not embed it on its own later.
+    /// (`--standalone-segments none`, or `candidates` where no clause category finds it
+    /// likely): labels score its contextual embedding, and `labels` / `eval` do not embed it
+    /// on its own later.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub standalone_skipped: bool,
 }
