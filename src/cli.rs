@@ -331,7 +331,8 @@ pub enum Cmd {
         /// Segment embeddings scored: `labelled` (standalone where stored, as labelling does)
         /// or `contextual` (as if the standalone pass had not run). With `--pdfs`: `contextual`
         /// forwards every chunk here as the worker's chunk pass does, and scores each segment
-        /// pooled inside the chunk that owns it.
+        /// pooled inside the chunk that owns it (what the pipeline stores by default), where
+        /// `labelled` embeds every segment on its own (as `--standalone-segments all` would).
         #[arg(long, default_value = "labelled", value_parser = ["labelled", "contextual"])]
         embeddings: String,
         /// Score as if the worker had run with `--standalone-segments candidates

@@ -3,8 +3,9 @@
 //! (`--clause-scorer`, the shipped one by default) or, with `--folds N`, by scorers learned
 //! under cross-validation; the last line is `recall@5 X.XX`. With `--pdfs DIR` instead of a
 //! bucket, the documents are not run through the pipeline: every segment is embedded on its
-//! own here, as the worker's standalone pass embeds it (the embeddings labels are scored on),
-//! or with `--embeddings contextual` pooled inside its chunk, as the worker's chunk pass does;
+//! own here, as the worker's standalone pass embeds it (what labels score under
+//! `--standalone-segments all`), or with `--embeddings contextual` pooled inside its chunk, as
+//! the worker's chunk pass does (what they score under the default `none`);
 //! with `--standalone-candidates M`, both, mixed as a worker with that margin would store them.
 
 use std::collections::BTreeMap;
@@ -74,8 +75,8 @@ pub async fn offline(
             bail!("--standalone-candidates mixes standalone and contextual embeddings: leave --embeddings labelled");
         }
         // every chunk forwarded too (cached apart), each document in the standalone corpus's order
-        let ctx = o.clone();
-        let ctx = train_clauses::Options { embeddings: train_clauses::Embeddings::Contextual(ChunkPlan::WHOLE), ..ctx };
+        let ctx =
+            train_clauses::Options { embeddings: train_clauses::Embeddings::Contextual(ChunkPlan::WHOLE), ..o.clone() };
         let x = train_clauses::corpus(c, w, ocr, &ctx).await?;
         let mut by_file: BTreeMap<String, Doc> = x.files.into_iter().zip(x.docs).collect();
         let mut aligned = Vec::with_capacity(corpus.docs.len());
