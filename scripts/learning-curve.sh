@@ -4,8 +4,8 @@
 # chunks are forwarded as the worker's chunk pass does and each segment is scored on its
 # contextual embedding (`docpipe eval --pdfs --embeddings contextual`: what the pipeline stores
 # by default), and both the training and the evaluation embeddings are cached, so once `make
-# train-clauses` and one evaluation have run, each size costs only its learning. Prints one line per size:
-# `curve N documents: recall@5 … recall@1 … presence P … R …`. Expects a built target/debug/docpipe.
+# train-clauses` and one evaluation have run, each size costs only its learning. Prints one
+# line per size: `curve N documents: recall@5 … recall@1 … presence P … R …`. Expects a built target/debug/docpipe.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -174,7 +174,7 @@ pub struct WorkerArgs {
     /// Which segments are also embedded on their own, for clause labels: `none` (labels score
     /// the contextual embeddings the chunk pass computes anyway, which the shipped scorer was
     /// learned from), `candidates` (those the shipped clause scorer finds likely for some
-    /// category from their contextual embedding, see --standalone-margin; about 1 in 12), or
+    /// category from their contextual embedding, see --standalone-margin; 5–8 % of them), or
     /// `all` (about as many model tokens again, in short sequences). `true` and `false` are
     /// read as `all` and `none`.
     #[arg(long, env = "DOCPIPE_STANDALONE_SEGMENTS", default_value = "none",

@@ -38,6 +38,23 @@ fn scoring<'a>(
     })
 }
 
+/// The rule `--standalone-candidates M` simulates (`--clause-scorer`'s, at margin M), with M;
+/// `None` without the flag.
+fn candidate_rule(
+    artifact: &Option<(docpipe_clauses::artifact::Artifact, String)>,
+    margin: Option<f32>,
+    contextual: bool,
+) -> Result<Option<(Candidates, f32)>> {
+    let Some(t) = margin else { return Ok(None) };
+    let Some((art, _)) = artifact else {
+        bail!("--standalone-candidates needs a clause scorer (not --clause-scorer none)")
+    };
+    if contextual {
+        bail!("--standalone-candidates mixes standalone and contextual embeddings: leave --embeddings labelled");
+    }
+    Ok(Some((Candidates::new(art, t), t)))
+}
+
 /// `eval --pdfs`: the labelled PDFs embedded here, segment by segment, and scored.
 pub async fn offline(
     c: &Common,
@@ -65,15 +82,11 @@ pub async fn offline(
             train_clauses::Embeddings::Standalone
         },
     };
-    let mut corpus = train_clauses::corpus(c, w, ocr, &o).await?;
+    // a bad flag fails before anything is embedded
     let artifact = a.clause_scorer.load()?;
-    if let Some(t) = standalone_candidates {
-        let Some((art, _)) = &artifact else {
-            bail!("--standalone-candidates needs a clause scorer (not --clause-scorer none)")
-        };
-        if contextual {
-            bail!("--standalone-candidates mixes standalone and contextual embeddings: leave --embeddings labelled");
-        }
+    let rule = candidate_rule(&artifact, standalone_candidates, contextual)?;
+    let mut corpus = train_clauses::corpus(c, w, ocr, &o).await?;
+    if let Some((rule, t)) = rule {
         // every chunk forwarded too (cached apart), each document in the standalone corpus's order
         let ctx =
             train_clauses::Options { embeddings: train_clauses::Embeddings::Contextual(ChunkPlan::WHOLE), ..o.clone() };
@@ -83,7 +96,7 @@ pub async fn offline(
         for f in &corpus.files {
             aligned.push(by_file.remove(f).with_context(|| format!("{f}: no contextual embeddings"))?);
         }
-        let kept = candidates::simulate(&mut corpus.docs, &aligned, &Candidates::new(art, t))?;
+        let kept = candidates::simulate(&mut corpus.docs, &aligned, &rule)?;
         println!("standalone candidates at margin {t}: {kept}");
     }
     let cats: Vec<StoredCategory> = corpus.queries;
@@ -124,15 +137,9 @@ pub async fn run(
     let (mut docs, unlocated) = stored::load_docs(&pool, bucket, &gold, &present, embeddings).await?;
     let cats = stored::load(&pool).await?;
     let artifact = a.clause_scorer.load()?;
-    if let Some(t) = stored_as.standalone_candidates {
-        let Some((art, _)) = &artifact else {
-            bail!("--standalone-candidates needs a clause scorer (not --clause-scorer none)")
-        };
-        if contextual {
-            bail!("--standalone-candidates mixes standalone and contextual embeddings: leave --embeddings labelled");
-        }
+    if let Some((rule, t)) = candidate_rule(&artifact, stored_as.standalone_candidates, contextual)? {
         let (ctx, _) = stored::load_docs(&pool, bucket, &gold, &present, Embeddings::Contextual).await?;
-        let kept = candidates::simulate(&mut docs, &ctx, &Candidates::new(art, t))?;
+        let kept = candidates::simulate(&mut docs, &ctx, &rule)?;
         println!("standalone candidates at margin {t}: {kept}");
     }
     let scorers = artifact.as_ref().map(|(a, _)| a.scorers()).unwrap_or_default();

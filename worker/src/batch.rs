@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::time::Instant;
 
 use docpipe_batching::{embed_by_length, pack, split_on_failure, Backend};
-use docpipe_contract::layout::{segment_positions, standalone_input};
+use docpipe_contract::layout::{owns_segment, segment_positions, standalone_input};
 use docpipe_contract::messages::{self, BatchStats, ChunkTask, SegmentEmbedding};
 use docpipe_ops::metrics::{self, Metrics};
 use tracing::{debug, info, warn};
@@ -142,19 +142,22 @@ pub fn embed_standalone<B: Backend>(
     for (c, (task, d)) in tasks.iter().zip(done.iter_mut()).enumerate() {
         let Ok(e) = d else { continue };
         for (k, seg) in e.segments.iter_mut().enumerate() {
-            // only the segments this chunk owns, and the rule only for them
-            let Some(ids) = standalone_input(task, seg.tokens, seg.pooled) else { continue };
+            // only the segments this chunk owns, and the rule only for them; the input is
+            // built only for those kept
+            if !owns_segment(task, seg.tokens) {
+                continue;
+            }
             let keep = match which {
                 Standalone::All => true,
                 Standalone::Candidates(keeps) => keeps(seg.index, &seg.embedding),
                 Standalone::Off => false,
             };
-            if keep {
-                slots.push((c, k));
-                seqs.push(ids);
-            } else {
+            if !keep {
                 seg.standalone_skipped = true;
                 skipped += 1;
+            } else if let Some(ids) = standalone_input(task, seg.tokens, seg.pooled) {
+                slots.push((c, k));
+                seqs.push(ids);
             }
         }
     }

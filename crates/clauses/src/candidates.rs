@@ -18,7 +18,8 @@ use crate::ClausesError;
 /// development split of the training contracts (30 not learned from; see
 /// docs/clause-labels.md): with the same scorer learned from the other 400, it kept 7.7 % of
 /// their segments, and no margin from 0.5 to 2.0 found more gold clauses in the top five. A
-/// margin belongs to a scorer: v3's 1.5 kept 30 % of the same segments.
+/// margin belongs to a scorer: v3's recipe, learned from the same 400, kept 30 % of the same
+/// segments at 1.5.
 pub const DEFAULT_MARGIN: f32 = 1.5;
 
 /// The candidate rule (see the module docs): each category's scorer, without its lexical

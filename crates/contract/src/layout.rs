@@ -89,13 +89,19 @@ pub fn segment_positions(task: &ChunkTask) -> Result<SegmentSpans, LayoutError> 
     Ok(out)
 }
 
+/// Whether the chunk owns the segment over document tokens `tokens` ([`docpipe_chunker::owns`],
+/// the aggregator's rule).
+pub fn owns_segment(task: &ChunkTask, tokens: Span) -> bool {
+    docpipe_chunker::owns(&range(task.meta.owned_tokens), &range(tokens))
+}
+
 /// The model input that embeds a segment on its own: the chunk input's head (`<bos>` and the
 /// document prompt), the pooled document tokens, and its closing `<eos>`; `None` when the chunk
 /// does not own the segment ([`docpipe_chunker::owns`], the aggregator's rule) or the ranges
 /// do not fit the input.
 pub fn standalone_input(task: &ChunkTask, tokens: Span, pooled: Span) -> Option<Vec<u32>> {
     let chunk = range(task.meta.tokens);
-    if !docpipe_chunker::owns(&range(task.meta.owned_tokens), &range(tokens)) {
+    if !owns_segment(task, tokens) {
         return None;
     }
     let head = head_len(task)?;
