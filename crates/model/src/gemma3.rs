@@ -24,8 +24,10 @@
 //! GEMMs, block by block over the band, scores centred before their bf16 rounding
 //! ([`gemm_attention`]); `PackedReference` is the same layout with libtorch's attention one
 //! sequence at a time (how the packing is tested on the CPU); `Banded` computes sliding layers
-//! block by block, only near the diagonal (the CPU in fp32 or with AMX, CUDA without
-//! FlashAttention); `Dense` is the plain masked matrix, the reference the others are tested
+//! block by block, only near the diagonal, on the padded batch (CUDA without FlashAttention);
+//! `PackedBanded` (the CPU in fp32 or with AMX) is the packed layout with attention one
+//! sequence at a time, banded on sliding layers and unmasked on full ones, so padding costs
+//! nothing anywhere (a batch too short to band, such as segments, stays padded); `Dense` is the plain masked matrix, the reference the others are tested
 //! against.
 
 use std::collections::HashMap;
@@ -311,9 +313,43 @@ impl Attention {
                 let (q, k, v) = (q.f_transpose(1, 2)?, k.f_transpose(1, 2)?, v.f_transpose(1, 2)?);
                 self.banded(&q, &k, &v, *block, mask)?.f_transpose(1, 2)?
             }
+            Mask::PerSequence(seqs) => self.per_sequence(&q, &k, &v, seqs)?,
         };
         let shape: Vec<i64> = lead.iter().copied().chain([h * self.head_dim]).collect();
         out.f_reshape(shape.as_slice())?.f_linear(&self.o_proj, None::<Tensor>)
+    }
+
+    /// Packed `[tokens, heads, head_dim]` q/k/v, attention one sequence at a time in the
+    /// padded forms (no mask on full layers, banded or a dense window on sliding ones): the
+    /// projections and the MLP see only real tokens, and each sequence's attention only its
+    /// own length (rounded up to whole blocks when banded).
+    fn per_sequence(&self, q: &Tensor, k: &Tensor, v: &Tensor, seqs: &[SeqAttention]) -> R<Tensor> {
+        let mut out = Vec::with_capacity(seqs.len());
+        for s in seqs {
+            // one sequence as `[1, heads, len, head_dim]`, padded to `pad` more positions
+            let part = |x: &Tensor, pad: i64| -> R<Tensor> {
+                let y = x.f_narrow(0, s.start, s.len)?.f_transpose(0, 1)?.f_unsqueeze(0)?;
+                if pad > 0 {
+                    y.f_constant_pad_nd([0, 0, 0, pad])
+                } else {
+                    Ok(y)
+                }
+            };
+            let sdpa = |mask: Option<&Tensor>| -> R<Tensor> {
+                let (k, v) = (self.share_kv(&part(k, 0)?)?, self.share_kv(&part(v, 0)?)?);
+                Tensor::f_scaled_dot_product_attention(&part(q, 0)?, &k, &v, mask, 0.0, false, self.scale, false)
+            };
+            let o = match &s.keys {
+                SeqKeys::All => sdpa(None)?,
+                SeqKeys::Window(mask) => sdpa(Some(mask))?,
+                SeqKeys::Band { block, padded, mask } => {
+                    let pad = padded - s.len;
+                    self.banded(&part(q, pad)?, &part(k, pad)?, &part(v, pad)?, *block, mask)?.f_narrow(2, 0, s.len)?
+                }
+            };
+            out.push(o.f_squeeze_dim(0)?.f_transpose(0, 1)?); // [len, heads, head_dim]
+        }
+        Tensor::f_cat(&out, 0)
     }
 
     /// Grouped-query attention: every query head of a group reads the same K/V head.
@@ -425,6 +461,40 @@ enum Mask {
     Banded { block: i64, mask: Tensor },
     /// Packed tokens: sequences delimited by `cu_seqlens`, keys within `window` each side.
     Packed { cu_seqlens: Tensor, max_len: i64, window: Option<i64>, kernel: PackedKernel },
+    /// Packed tokens, attention computed one sequence at a time (see
+    /// [`Attention::per_sequence`]).
+    PerSequence(Vec<SeqAttention>),
+}
+
+/// One sequence of a packed batch: its tokens `start..start + len`, and its keys.
+struct SeqAttention {
+    start: i64,
+    len: i64,
+    keys: SeqKeys,
+}
+
+/// Which keys a sequence's queries see, within the sequence (bidirectional).
+enum SeqKeys {
+    /// All of them (full layers): no mask.
+    All,
+    /// Those within the window, as a dense additive `[1, 1, len, len]` mask.
+    Window(Tensor),
+    /// Those within the window, banded (see [`Attention::banded`]) over the sequence padded to
+    /// `padded` positions (whole blocks); mask `[blocks, 1, block, 3 · block]`.
+    Band { block: i64, padded: i64, mask: Tensor },
+}
+
+impl SeqKeys {
+    /// The same keys, sharing the mask's storage.
+    fn shallow_clone(&self) -> Self {
+        match self {
+            Self::All => Self::All,
+            Self::Window(m) => Self::Window(m.shallow_clone()),
+            Self::Band { block, padded, mask } => {
+                Self::Band { block: *block, padded: *padded, mask: mask.shallow_clone() }
+            }
+        }
+    }
 }
 
 /// What computes attention over packed tokens.
@@ -447,6 +517,7 @@ pub enum AttentionImpl {
     Packed,
     PackedGemm,
     PackedReference,
+    PackedBanded,
     Banded,
     Dense,
 }
@@ -457,6 +528,7 @@ impl std::fmt::Display for AttentionImpl {
             Self::Packed => "packed",
             Self::PackedGemm => "packed-gemm",
             Self::PackedReference => "packed-reference",
+            Self::PackedBanded => "packed-banded",
             Self::Banded => "banded",
             Self::Dense => "dense",
         })
@@ -470,10 +542,11 @@ impl std::str::FromStr for AttentionImpl {
             "packed" | "flash" => Ok(Self::Packed),
             "packed-gemm" | "gemm" => Ok(Self::PackedGemm),
             "packed-reference" => Ok(Self::PackedReference),
+            "packed-banded" => Ok(Self::PackedBanded),
             "banded" => Ok(Self::Banded),
             "dense" => Ok(Self::Dense),
             _ => Err(format!(
-                "unknown attention {s:?} (expected packed, packed-gemm, packed-reference, banded or dense)"
+                "unknown attention {s:?} (expected packed, packed-gemm, packed-reference, packed-banded, banded or dense)"
             )),
         }
     }
@@ -522,9 +595,14 @@ impl Gemma3Encoder {
             && kind != Kind::Float
             && config.use_bidirectional_attention
             && !crate::device::cpu_has_amx();
+        // Elsewhere on the CPU, banded attention on the packed layout: a batch's shorter
+        // sequences cost their own tokens, not the longest one's (padding was a fifth of the
+        // work of a contract's chunks, whose last one is short).
+        let packed_banded = !device.is_cuda() && config.use_bidirectional_attention;
         let attention = match &packed_unavailable {
             None => AttentionImpl::Packed,
             Some(_) if gemm_pays => AttentionImpl::PackedGemm,
+            Some(_) if packed_banded => AttentionImpl::PackedBanded,
             Some(_) => AttentionImpl::Banded,
         };
         match (&packed_unavailable, device.is_cuda()) {
@@ -557,7 +635,10 @@ impl Gemma3Encoder {
         if let (AttentionImpl::Packed, Some(why)) = (attention, &self.packed_unavailable) {
             return Err(why.clone());
         }
-        let packed_layout = matches!(attention, AttentionImpl::PackedGemm | AttentionImpl::PackedReference);
+        let packed_layout = matches!(
+            attention,
+            AttentionImpl::PackedGemm | AttentionImpl::PackedReference | AttentionImpl::PackedBanded
+        );
         if packed_layout && !self.config.use_bidirectional_attention {
             return Err(PACKED_NEEDS_BIDIRECTIONAL.into());
         }
@@ -577,10 +658,15 @@ impl Gemma3Encoder {
     /// tokens. Returns `[batch, len, hidden]` in the model's precision.
     pub fn forward(&self, ids: &Tensor, valid: &Tensor) -> R<Tensor> {
         match self.attention {
-            AttentionImpl::Packed => return self.forward_packed(ids, valid, PackedKernel::Flash),
-            AttentionImpl::PackedGemm => return self.forward_packed(ids, valid, PackedKernel::Gemm),
-            AttentionImpl::PackedReference => return self.forward_packed(ids, valid, PackedKernel::Reference),
-            AttentionImpl::Banded | AttentionImpl::Dense => {}
+            AttentionImpl::Packed => return self.forward_packed(ids, valid, Some(PackedKernel::Flash)),
+            AttentionImpl::PackedGemm => return self.forward_packed(ids, valid, Some(PackedKernel::Gemm)),
+            AttentionImpl::PackedReference => return self.forward_packed(ids, valid, Some(PackedKernel::Reference)),
+            // Sequences too short to band (a batch of segments): the padded form, whose one
+            // attention call per layer outruns many small ones (64 × 120 tokens: 7–11 %).
+            AttentionImpl::PackedBanded if self.banded_block(ids.size()[1]).is_some() => {
+                return self.forward_packed(ids, valid, None)
+            }
+            AttentionImpl::PackedBanded | AttentionImpl::Banded | AttentionImpl::Dense => {}
         }
         let len = ids.size()[1];
         // Banded attention needs whole blocks: pad with masked tokens, cut them off at the end.
@@ -593,16 +679,10 @@ impl Gemma3Encoder {
             (ids.shallow_clone(), valid.shallow_clone())
         };
         let mut x = Tensor::f_embedding(&self.embed_tokens, &ids, -1, false, false)?.f_mul(&self.embed_scale)?;
-        // additive once per pass: given a boolean mask, libtorch's attention converts it on
-        // every layer (~2 % of the perf samples of a bf16 forward_bench run on the CPU)
-        let additive = |allowed: Tensor| -> R<Tensor> {
-            Tensor::f_zeros(allowed.size().as_slice(), (self.kind, self.device))?
-                .f_masked_fill(&allowed.f_logical_not()?, f64::NEG_INFINITY)
-        };
-        let full_mask = Mask::Dense(additive(self.full_mask(&valid, padded)?)?);
+        let full_mask = Mask::Dense(self.additive(&self.full_mask(&valid, padded)?)?);
         let sliding_mask = match block {
-            Some(b) => Mask::Banded { block: b, mask: additive(self.band_mask(&valid, padded, b)?)? },
-            None => Mask::Dense(additive(self.sliding_mask(&valid, padded)?)?),
+            Some(b) => Mask::Banded { block: b, mask: self.additive(&self.band_mask(&valid, padded, b)?)? },
+            None => Mask::Dense(self.additive(&self.sliding_mask(&valid, padded)?)?),
         };
         let rope_global = self.rope_global.tables(padded, None, self.kind)?;
         let rope_local = self.rope_local.tables(padded, None, self.kind)?;
@@ -618,8 +698,9 @@ impl Gemma3Encoder {
     /// The same computation on the real tokens only, laid end to end (`[tokens, hidden]`):
     /// every layer's work is proportional to the tokens, not to batch × longest. The real
     /// tokens of each row must come first (right padding). Scattered back to `[batch, len,
-    /// hidden]` at the end, zeros at padding.
-    fn forward_packed(&self, ids: &Tensor, valid: &Tensor, kernel: PackedKernel) -> R<Tensor> {
+    /// hidden]` at the end, zeros at padding. Attention by `kernel`, or with none one sequence
+    /// at a time in the padded forms ([`Mask::PerSequence`]).
+    fn forward_packed(&self, ids: &Tensor, valid: &Tensor, kernel: Option<PackedKernel>) -> R<Tensor> {
         let (b, len) = (ids.size()[0], ids.size()[1]);
         let real = valid.f_reshape([-1])?.f_nonzero()?.f_squeeze_dim(1)?; // [tokens] into b·len
         let positions = real.f_remainder(len)?;
@@ -629,8 +710,13 @@ impl Gemma3Encoder {
         let ids = ids.f_reshape([-1])?.f_index_select(0, &real)?;
         let mut x = Tensor::f_embedding(&self.embed_tokens, &ids, -1, false, false)?.f_mul(&self.embed_scale)?;
         let window = self.config.window_reach() as i64 - 1;
-        let full = Mask::Packed { cu_seqlens: cu_seqlens.shallow_clone(), max_len: len, window: None, kernel };
-        let sliding = Mask::Packed { cu_seqlens, max_len: len, window: Some(window), kernel };
+        let (full, sliding) = match kernel {
+            Some(kernel) => (
+                Mask::Packed { cu_seqlens: cu_seqlens.shallow_clone(), max_len: len, window: None, kernel },
+                Mask::Packed { cu_seqlens, max_len: len, window: Some(window), kernel },
+            ),
+            None => self.per_sequence_masks(&lens)?,
+        };
         let rope_global = self.rope_global.tables(len, Some(&positions), self.kind)?;
         let rope_local = self.rope_local.tables(len, Some(&positions), self.kind)?;
         for layer in &self.layers {
@@ -646,10 +732,55 @@ impl Gemma3Encoder {
             .f_view([b, len, hidden])
     }
 
+    /// The full and sliding layers' masks of [`Mask::PerSequence`], for sequences of
+    /// `lens` tokens laid end to end; one mask per distinct length.
+    fn per_sequence_masks(&self, lens: &Tensor) -> R<(Mask, Mask)> {
+        let lens = Vec::<i64>::try_from(lens.f_to_device(Device::Cpu)?)?;
+        let mut by_len: HashMap<i64, SeqKeys> = HashMap::new();
+        let (mut full, mut sliding) = (Vec::with_capacity(lens.len()), Vec::with_capacity(lens.len()));
+        let mut start = 0;
+        for &len in &lens {
+            if !by_len.contains_key(&len) {
+                let keys = match self.banded_block(len) {
+                    Some(block) => {
+                        let padded = (len + block - 1) / block * block;
+                        let valid = Tensor::f_arange(padded, (Kind::Int64, self.device))?.f_lt(len)?.f_unsqueeze(0)?;
+                        SeqKeys::Band { block, padded, mask: self.additive(&self.band_mask(&valid, padded, block)?)? }
+                    }
+                    None => {
+                        let valid = Tensor::f_ones([1, len], (Kind::Bool, self.device))?;
+                        SeqKeys::Window(self.additive(&self.sliding_mask(&valid, len)?)?)
+                    }
+                };
+                by_len.insert(len, keys);
+            }
+            full.push(SeqAttention { start, len, keys: SeqKeys::All });
+            sliding.push(SeqAttention { start, len, keys: by_len[&len].shallow_clone() });
+            start += len;
+        }
+        Ok((Mask::PerSequence(full), Mask::PerSequence(sliding)))
+    }
+
+    /// Additive form (0 or −∞, in the model's precision) of a boolean mask, made once per
+    /// pass: given a boolean mask, libtorch's attention converts it on every layer (~2 % of
+    /// the perf samples of a bf16 forward_bench run on the CPU).
+    fn additive(&self, allowed: &Tensor) -> R<Tensor> {
+        Tensor::f_zeros(allowed.size().as_slice(), (self.kind, self.device))?
+            .f_masked_fill(&allowed.f_logical_not()?, f64::NEG_INFINITY)
+    }
+
     /// Block size for banded sliding attention, when it saves work at this length: blocks of
     /// `reach − 1` queries see `3 × block` keys, worth it once the sequence spans 4 blocks.
     fn band_block(&self, len: i64) -> Option<i64> {
-        if self.attention != AttentionImpl::Banded || !self.config.use_bidirectional_attention {
+        if self.attention != AttentionImpl::Banded {
+            return None;
+        }
+        self.banded_block(len)
+    }
+
+    /// [`Self::band_block`] whatever the layout (bidirectional encoders only).
+    fn banded_block(&self, len: i64) -> Option<i64> {
+        if !self.config.use_bidirectional_attention {
             return None;
         }
         let block = (self.config.window_reach() as i64 - 1).max(1);

@@ -80,22 +80,28 @@ fn check(model: &mut SentenceEmbedder, precision: Precision, bound: f64, attenti
 #[test]
 fn fp32_matches_sentence_transformers() {
     let mut model = load(Precision::F32);
-    assert_eq!(model.attention(), AttentionImpl::Banded, "the CPU default in fp32");
+    assert_eq!(model.attention(), AttentionImpl::PackedBanded, "the CPU default in fp32");
+    check(&mut model, Precision::F32, 0.9999, AttentionImpl::PackedBanded);
     check(&mut model, Precision::F32, 0.9999, AttentionImpl::Banded);
 }
 
-/// bf16 in both forms the CPU picks: the GEMM attention (no AMX) and banded (AMX).
+/// bf16 in the forms the CPU picks: the GEMM attention (no AMX) and packed banded (AMX); and
+/// banded on the padded batch (CUDA without FlashAttention).
 #[test]
 fn bf16_matches_sentence_transformers() {
     let mut model = load(Precision::Bf16);
-    let want = if docpipe_model::device::cpu_has_amx() { AttentionImpl::Banded } else { AttentionImpl::PackedGemm };
+    let want =
+        if docpipe_model::device::cpu_has_amx() { AttentionImpl::PackedBanded } else { AttentionImpl::PackedGemm };
     assert_eq!(model.attention(), want, "the CPU default in bf16");
     check(&mut model, Precision::Bf16, 0.999, AttentionImpl::PackedGemm);
+    check(&mut model, Precision::Bf16, 0.999, AttentionImpl::PackedBanded);
     check(&mut model, Precision::Bf16, 0.999, AttentionImpl::Banded);
 }
 
 /// Packed tokens (the layout the CUDA path runs FlashAttention on), with libtorch's attention
-/// per sequence and with the CPU's GEMM attention, give the same outputs as the padded dense
+/// per sequence, with the CPU's GEMM attention and with banded attention per sequence (a long
+/// sequence banded with a part-filled last block, shorter ones under a dense window), give
+/// the same outputs as the padded dense
 /// version: the packing, the positions, the sequence bounds, the band and the scatter back,
 /// in a batch of unequal lengths.
 #[test]
@@ -110,7 +116,7 @@ fn packed_tokens_equal_dense_masked_attention() {
     assert!(model.set_attention(AttentionImpl::Packed).is_err(), "no FlashAttention kernel on the CPU");
     model.set_attention(AttentionImpl::Dense).expect("dense attention");
     let dense = model.embed_with_spans(&batch, &spans).expect("dense");
-    for attention in [AttentionImpl::PackedReference, AttentionImpl::PackedGemm] {
+    for attention in [AttentionImpl::PackedReference, AttentionImpl::PackedGemm, AttentionImpl::PackedBanded] {
         model.set_attention(attention).expect("packed layout");
         let packed = model.embed_with_spans(&batch, &spans).expect("packed");
         for (i, ((a, a_spans), (b, b_spans))) in packed.iter().zip(&dense).enumerate() {
@@ -130,7 +136,7 @@ fn packed_tokens_equal_dense_masked_attention() {
 fn banded_attention_equals_dense_masked_attention() {
     let g = golden();
     let mut model = load(Precision::F32);
-    assert_eq!(model.attention(), AttentionImpl::Banded, "the CPU default in fp32");
+    model.set_attention(AttentionImpl::Banded).expect("banded attention");
     let long = g.cases.iter().find(|c| c.input_ids.len() > 1024).expect("a long case");
     // a batch: the long case, a shorter prefix of it, and a short case (padding inside blocks)
     let prefix: Vec<u32> = long.input_ids[..1100].to_vec();
