@@ -42,7 +42,7 @@ services-down:
 	@scripts/services.sh down
 
 build: libtorch
-	$(CARGO) build --bin docpipe
+	$(CARGO) build --bin docpipe -p docpipe -p docpipe-text --bin docpipe-extract
 
 test: provision
 	$(TEST_ENV) && $(CARGO) test --workspace --no-fail-fast
@@ -97,7 +97,7 @@ bench-ocr: provision build
 
 # Forward pass vs sentence-transformers, same chunks and threads, one run (installs the reference).
 bench: libtorch model
-	$(CARGO) build --bin docpipe
+	$(CARGO) build --bin docpipe -p docpipe -p docpipe-text --bin docpipe-extract
 	$(CARGO) build -p docpipe-model --example forward_bench
 	scripts/bench.sh
 

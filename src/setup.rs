@@ -52,6 +52,14 @@ pub fn model_dir(c: &Common) -> Result<ModelDir> {
     Ok(ModelDir::resolve(c.model.as_deref())?)
 }
 
+/// The extractor child's binary ([`docpipe_text::extract::extractor_exe`]).
+pub fn extractor_exe() -> Result<std::path::PathBuf> {
+    let exe = std::env::current_exe().context("locating the docpipe binary for extraction")?;
+    let chosen = docpipe_text::extract::extractor_exe(&exe);
+    tracing::debug!(extractor = %chosen.display(), "text extraction");
+    Ok(chosen)
+}
+
 pub async fn ingestor(
     c: &Common,
     a: &IngestArgs,
@@ -59,8 +67,7 @@ pub async fn ingestor(
     conn_name: &str,
     topology: Topology,
 ) -> Result<Ingestor> {
-    let exe = std::env::current_exe().context("locating the docpipe binary for extraction")?;
-    let mut cfg = IngestConfig::new(model_dir(c)?, exe);
+    let mut cfg = IngestConfig::new(model_dir(c)?, extractor_exe()?);
     cfg.chunk_tokens = a.chunk_tokens;
     cfg.overlap = a.overlap;
     cfg.max_pdf_bytes = a.max_pdf_mb << 20;

@@ -23,7 +23,7 @@ pub async fn run(
     let limits = ExtractLimits::default();
     let ocr = Ocr::new(ocr.config(limits.memory_bytes >> 20));
     ocr.check().await?;
-    let extractor = Extractor { exe: std::env::current_exe()?, limits, ocr };
+    let extractor = Extractor { exe: setup::extractor_exe()?, limits, ocr };
     for f in files {
         let pdf = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
         let pages = extractor.extract(&pdf).await.with_context(|| format!("extracting {}", f.display()))?;

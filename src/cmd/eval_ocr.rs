@@ -24,7 +24,7 @@ use crate::cli::OcrArgs;
 pub async fn run(pdfs: &Path, docs: usize, pages_per_doc: usize, args: &OcrArgs) -> Result<()> {
     let limits = ExtractLimits::default();
     let layer = Extractor {
-        exe: std::env::current_exe().context("locating the docpipe binary for extraction")?,
+        exe: crate::setup::extractor_exe()?,
         limits: limits.clone(),
         ocr: Ocr::new(OcrConfig { mode: OcrMode::Off, ..OcrConfig::default() }),
     };

@@ -773,7 +773,7 @@ pub async fn eval_rules(labels_path: &Path, pdfs: &Path, ocr: &crate::cli::OcrAr
     std::fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
     let limits = ExtractLimits::default();
     let ocr = docpipe_text::ocr::Ocr::new(ocr.config(limits.memory_bytes >> 20));
-    let pdf_text = PdfText { exe: std::env::current_exe()?, limits, ocr };
+    let pdf_text = PdfText { exe: setup::extractor_exe()?, limits, ocr };
     let wanted: Vec<String> = labels.files().into_iter().filter(|f| pdfs.join(f).is_file()).collect();
     anyhow::ensure!(!wanted.is_empty(), "none of the files of {} is in {}", labels_path.display(), pdfs.display());
     let started = Instant::now();

@@ -1,7 +1,8 @@
 //! Text extraction, one page at a time, in a child process.
 //!
 //! pdf-extract panics, aborts, loops or eats memory on some malformed PDFs. The parent never
-//! calls it: it starts `<exe> extract-pdf` (the same docpipe binary), writes the PDF on its
+//! calls it: it starts `<exe> extract-pdf` ([`extractor_exe`]: the small `docpipe-extract`
+//! binary where it is installed, else the docpipe binary itself), writes the PDF on its
 //! stdin and reads the pages back, under a wall-clock timeout and with rlimits on address
 //! space and CPU time. Whatever happens to the child, the parent gets an [`ExtractError`] that
 //! says what, and the worker process carries on with the next document.
@@ -149,10 +150,27 @@ impl Pages {
     }
 }
 
+/// The program to run as the extractor child, for a process whose binary is `docpipe`:
+/// `DOCPIPE_EXTRACTOR` where set; else `docpipe-extract` beside the docpipe binary where it
+/// exists (it links no model, so it starts in milliseconds: the docpipe binary spends about
+/// 0.2 s of CPU initialising libtorch before it reads a byte); else the docpipe binary itself
+/// (its hidden `extract-pdf` subcommand does the same).
+pub fn extractor_exe(docpipe: &Path) -> PathBuf {
+    if let Some(exe) = std::env::var_os("DOCPIPE_EXTRACTOR").filter(|v| !v.is_empty()) {
+        return PathBuf::from(exe);
+    }
+    let small = docpipe.with_file_name(format!("docpipe-extract{}", std::env::consts::EXE_SUFFIX));
+    if small.is_file() {
+        small
+    } else {
+        docpipe.to_path_buf()
+    }
+}
+
 /// Runs the extractor child for one PDF, then OCR on the pages that need it.
 #[derive(Debug, Clone)]
 pub struct Extractor {
-    /// The docpipe binary (it has the hidden `extract-pdf` subcommand).
+    /// A binary that serves `extract-pdf` ([`extractor_exe`]).
     pub exe: PathBuf,
     pub limits: ExtractLimits,
     pub ocr: Ocr,
