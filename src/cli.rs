@@ -166,7 +166,8 @@ pub struct WorkerArgs {
     /// pass may use.
     #[arg(long, env = "DOCPIPE_MEMORY_FRACTION", default_value_t = 0.5)]
     pub memory_fraction: f64,
-    /// Longest wait for more chunks once a batch has one.
+    /// Longest wait for more chunks once a batch has one (none once it holds every chunk of
+    /// its documents and no more are arriving).
     #[arg(long, env = "DOCPIPE_MAX_WAIT_MS", default_value_t = defaults::MAX_WAIT.as_millis() as u64)]
     pub max_wait_ms: u64,
     #[arg(long, env = "DOCPIPE_PREFETCH", default_value_t = defaults::WORKER_PREFETCH)]

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use docpipe_batching::Backend;
 use docpipe_bus::{self as bus, AmqpError, Inbox, Publisher, Topology};
 use docpipe_contract::defaults;
-use docpipe_contract::messages::{ChunkOutcome, ChunkResult, ChunkTask, SCHEMA_VERSION};
+use docpipe_contract::messages::{ChunkMeta, ChunkOutcome, ChunkResult, ChunkTask, SCHEMA_VERSION};
 use docpipe_ops::metrics::{self, Metrics};
 use lapin::message::Delivery;
 use tokio::sync::{mpsc, watch};
@@ -102,6 +102,22 @@ struct Job {
     task: ChunkTask,
 }
 
+/// Whether `jobs` hold every chunk of each document (generation) they have chunks of: then
+/// the batch need not wait for more ([`assemble`]).
+fn documents_complete(jobs: &[Job]) -> bool {
+    complete(jobs.iter().map(|j| &j.task.meta))
+}
+
+/// Whether chunks `metas` are every chunk of each document (generation) they belong to.
+fn complete<'a>(metas: impl Iterator<Item = &'a ChunkMeta>) -> bool {
+    let mut seen: std::collections::BTreeMap<(uuid::Uuid, i32), (u32, std::collections::BTreeSet<u32>)> =
+        std::collections::BTreeMap::new();
+    for m in metas {
+        seen.entry((m.document_id, m.generation)).or_insert_with(|| (m.count, Default::default())).1.insert(m.index);
+    }
+    seen.values().all(|(count, indices)| indices.len() as u64 >= u64::from(*count))
+}
+
 /// Chunk tasks from the inbox; a message that is not one is dead-lettered.
 struct Chunks<'a>(&'a mut Inbox);
 
@@ -149,7 +165,7 @@ pub async fn run<B: Backend + Send + 'static>(
     let mut chunks = Chunks(&mut inbox);
     loop {
         let assembled = tokio::select! {
-            a = assemble(&mut chunks, cfg.max_batch_tokens, cfg.max_wait, |j| j.task.input_ids.len(), &mut shutdown) => a?,
+            a = assemble(&mut chunks, cfg.max_batch_tokens, cfg.max_wait, |j| j.task.input_ids.len(), documents_complete, &mut shutdown) => a?,
             // the publisher only ends early on an error: stop taking work and report it
             r = &mut publish => return Err(r.map_err(|_| WorkerError::ModelGone)?.err().unwrap_or(WorkerError::ModelGone)),
         };
@@ -278,4 +294,34 @@ async fn publish_results(
         metrics.stage("results_publish", t.elapsed().as_secs_f64());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(document: u128, generation: i32, index: u32, count: u32) -> ChunkMeta {
+        ChunkMeta {
+            run_id: uuid::Uuid::nil(),
+            document_id: uuid::Uuid::from_u128(document),
+            generation,
+            index,
+            count,
+            tokens: [0, 1],
+            owned_tokens: [0, 1],
+            chars: [0, 1],
+            owned_chars: [0, 1],
+        }
+    }
+
+    #[test]
+    fn a_batch_is_complete_when_it_holds_every_chunk_of_its_documents() {
+        let all = [meta(1, 0, 0, 2), meta(2, 0, 0, 1), meta(1, 0, 1, 2)];
+        assert!(complete(all.iter()));
+        assert!(!complete(all[..2].iter()), "document 1 lacks its chunk 1");
+        // a redelivered chunk is not a second chunk; an older generation's is not this one's
+        assert!(!complete([meta(1, 0, 0, 2), meta(1, 0, 0, 2)].iter()));
+        assert!(!complete([meta(1, 0, 0, 2), meta(1, 1, 1, 2)].iter()));
+        assert!(complete(std::iter::empty()), "nothing to wait for");
+    }
 }
