@@ -3,7 +3,8 @@
 //!
 //! Each result is stored idempotently by `docpipe_store::chunks::store_result` (one
 //! transaction; a redelivered result changes nothing; the `done` transition happens once) and
-//! its delivery acknowledged after the commit. A message that cannot be decoded is
+//! its delivery acknowledged after the commit. Up to [`defaults::STORE_CONCURRENCY`]
+//! deliveries are handled at once, each acknowledged when its own is done. A message that cannot be decoded is
 //! dead-lettered; during a database outage the delivery stays unacknowledged and the store is
 //! retried with backoff; a result the database refuses as data fails its document. Dead
 //! letters fail the document they name; one that names none is moved to `P.poison`.
@@ -14,7 +15,10 @@
 
 use std::time::{Duration, Instant};
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
+
 use docpipe_bus::{self as bus, AmqpError, Inbox, Publisher, Topology};
+use docpipe_contract::defaults;
 use docpipe_contract::messages::{ChunkMeta, ChunkResult, FieldsTask, SCHEMA_VERSION};
 use docpipe_contract::status::{DocStatus, Stage};
 use docpipe_ops::metrics::{self, Metrics};
@@ -74,30 +78,62 @@ pub async fn run(
     ];
     let mut inbox = Inbox::open(conn, prefetch, &queues).await?;
     let publisher = Publisher::new(conn).await?;
-    info!(queue = topology.results(), "aggregator consuming (and dead letters)");
-    loop {
-        let (queue, delivery) = tokio::select! {
-            d = inbox.recv() => d?,
-            _ = shutdown.changed() => break,
-        };
-        let handled = match queue {
-            0 => {
-                let queue_fields = fields.then_some((&publisher, topology));
-                handle_result(pool, &delivery, queue_fields, &mut shutdown).await?
-            }
-            // a dead chunk never got embedded; a dead result never got stored
-            1 => handle_dead_letter(pool, &publisher, topology, &delivery, Stage::Embed, &mut shutdown).await?,
-            _ => handle_dead_letter(pool, &publisher, topology, &delivery, Stage::Store, &mut shutdown).await?,
-        };
-        match handled {
-            Handled::Ack => bus::ack(&delivery).await?,
-            Handled::Settled => {}
-            Handled::Stopped => break, // shutdown while waiting out an outage: redelivered later
+    let limit = defaults::STORE_CONCURRENCY.clamp(1, usize::from(prefetch.max(1)));
+    info!(queue = topology.results(), concurrency = limit, "aggregator consuming (and dead letters)");
+    let stop = shutdown.clone();
+    let handle = |queue: usize, delivery: Delivery| {
+        let (publisher, mut shutdown) = (&publisher, stop.clone());
+        async move {
+            let handled = match queue {
+                0 => handle_result(pool, &delivery, fields.then_some((publisher, topology)), &mut shutdown).await,
+                // a dead chunk never got embedded; a dead result never got stored
+                1 => handle_dead_letter(pool, publisher, topology, &delivery, Stage::Embed, &mut shutdown).await,
+                _ => handle_dead_letter(pool, publisher, topology, &delivery, Stage::Store, &mut shutdown).await,
+            };
+            (delivery, handled)
         }
+    };
+    let mut in_flight = FuturesUnordered::new();
+    let mut stopping = false;
+    let mut failed = None;
+    while !stopping {
+        tokio::select! {
+            d = inbox.recv(), if in_flight.len() < limit => {
+                let (queue, delivery) = d?;
+                in_flight.push(handle(queue, delivery));
+            }
+            Some((delivery, handled)) = in_flight.next() => match settle(&delivery, handled).await {
+                Ok(true) => {}
+                Ok(false) => stopping = true,
+                Err(e) => { failed = Some(e); stopping = true }
+            },
+            _ = shutdown.changed() => stopping = true,
+        }
+    }
+    // the deliveries in hand finish (or, waiting out an outage, see the shutdown and stay
+    // unacknowledged, to be redelivered)
+    while let Some((delivery, handled)) = in_flight.next().await {
+        if let Err(e) = settle(&delivery, handled).await {
+            failed.get_or_insert(e);
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
     }
     inbox.close("aggregator stopping").await;
     info!("aggregator stopped");
     Ok(())
+}
+
+/// Acknowledge a handled delivery where its outcome is stored; `false` when shutdown came
+/// while it waited for the database (it stays unacknowledged, to be redelivered).
+async fn settle(delivery: &Delivery, handled: Result<Handled, AggregateError>) -> Result<bool, AggregateError> {
+    match handled? {
+        Handled::Ack => bus::ack(delivery).await?,
+        Handled::Settled => {}
+        Handled::Stopped => return Ok(false),
+    }
+    Ok(true)
 }
 
 /// Store one result.

@@ -15,6 +15,10 @@ pub const MAX_WAIT: Duration = Duration::from_millis(75);
 pub const WORKER_PREFETCH: u16 = 32;
 /// Unacknowledged result deliveries an aggregator holds.
 pub const AGGREGATOR_PREFETCH: u16 = 64;
+/// Results an aggregator stores at the same time (each on its own connection of the pool):
+/// Postgres's work per result (mostly the vector indexes' inserts) runs in parallel, and a
+/// document's results wait for each other only to count themselves in.
+pub const STORE_CONCURRENCY: usize = 4;
 /// Unacknowledged S3 event deliveries `ingest --listen` holds.
 pub const LISTEN_PREFETCH: u16 = 4;
 /// Deliveries of one message after which the broker dead-letters it.

@@ -1,17 +1,24 @@
 //! Chunk results into Postgres, and documents to `done` — idempotently.
 //!
 //! Each result is stored in one transaction that
-//! 1. locks the document row and drops the result if it belongs to an older generation
-//!    (the document was re-ingested meanwhile);
+//! 1. drops the result if it belongs to an older generation (the document was re-ingested
+//!    meanwhile);
 //! 2. inserts the chunk row keyed by `(document_id, chunk_index)` — `ON CONFLICT DO NOTHING`,
 //!    so a redelivered result changes nothing;
-//! 3. only when that insert added a row, counts it, and flips the document to `done` in the
+//! 3. stores the embeddings of the segments whose middle token the chunk owns (each segment
+//!    is kept once, from one chunk — the ownership rule);
+//! 4. then locks the document row, checks the generation again (a re-ingest since step 1
+//!    rolls all of this back), counts the chunk in, and flips the document to `done` in the
 //!    same statement when the count reaches the chunk count — so the transition happens
-//!    exactly once, also with several aggregators (the row lock serialises them);
-//! 4. stores the embeddings of the segments whose middle token the chunk owns (each segment
-//!    is kept once, from one chunk — the ownership rule), and, with the document's last chunk,
-//!    the document embedding (chunk embeddings weighted by owned tokens) and its clause labels
-//!    (best segment per category, [`label_document`]).
+//!    exactly once, also with several aggregators (the row lock serialises them); with the
+//!    document's last chunk, also the document embedding (chunk embeddings weighted by owned
+//!    tokens) and its clause labels (best segment per category, [`label_document`]).
+//!
+//! The row is locked last so that the results of one document store their chunk and segments
+//! (most of the work: the vector indexes' inserts) at the same time, and wait for each other
+//! only to count themselves in. A re-ingest that meets such a transaction can deadlock with it
+//! (it locks the row first, then deletes the segments); Postgres then aborts one of the two,
+//! and both sides retry ([`crate::is_transient`]).
 
 use docpipe_contract::messages::{ChunkMeta, ChunkOutcome, ChunkResult, SegmentEmbedding};
 use docpipe_contract::status::{DocStatus, Failure, Stage};
@@ -43,12 +50,8 @@ pub async fn store_result(pool: &PgPool, r: &ChunkResult) -> Result<Stored, Stor
     };
     let what = || format!("storing chunk {}", m.label());
     let mut tx = pool.begin().await.map_err(ctx(what))?;
-    let current: Option<(i32,)> = sqlx::query_as("SELECT generation FROM documents WHERE id = $1 FOR UPDATE")
-        .bind(m.document_id)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(ctx(what))?;
-    if current.map(|c| c.0) != Some(m.generation) {
+    // dropping `tx` without a commit rolls back what it wrote
+    if !current_generation(&mut tx, m, false).await? {
         return Ok(Stored::Stale);
     }
     if !insert_chunk(&mut tx, r, embedding).await? {
@@ -56,6 +59,9 @@ pub async fn store_result(pool: &PgPool, r: &ChunkResult) -> Result<Stored, Stor
         return Ok(Stored::Duplicate);
     }
     store_owned_segments(&mut tx, m, segments).await?;
+    if !current_generation(&mut tx, m, true).await? {
+        return Ok(Stored::Stale);
+    }
     let (done, count, status): (i32, Option<i32>, String) = sqlx::query_as(
         "UPDATE documents SET chunks_done = chunks_done + 1,
                 status = CASE WHEN chunks_done + 1 = chunk_count AND status = $2 THEN $3 ELSE status END,
@@ -77,6 +83,24 @@ pub async fn store_result(pool: &PgPool, r: &ChunkResult) -> Result<Stored, Stor
     }
     tx.commit().await.map_err(ctx(what))?;
     Ok(Stored::Inserted { completed })
+}
+
+/// Whether the chunk's generation is still its document's; with `lock`, the document row is
+/// locked until the transaction ends — `FOR NO KEY UPDATE`, the lock of the counting `UPDATE`
+/// itself: `FOR UPDATE` would wait on the key-share locks the other results' chunk rows hold
+/// on it (their foreign key), each waiting on the other, a deadlock.
+async fn current_generation(tx: &mut PgConnection, m: &ChunkMeta, lock: bool) -> Result<bool, StoreError> {
+    let sql = if lock {
+        "SELECT generation FROM documents WHERE id = $1 FOR NO KEY UPDATE"
+    } else {
+        "SELECT generation FROM documents WHERE id = $1"
+    };
+    let current: Option<(i32,)> = sqlx::query_as(sql)
+        .bind(m.document_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(ctx(|| format!("storing chunk {}", m.label())))?;
+    Ok(current.map(|c| c.0) == Some(m.generation))
 }
 
 /// Insert the chunk row; `false` when it was there already (a redelivery).

@@ -79,14 +79,15 @@ pub async fn migrate(pool: &PgPool) -> Result<(), DbError> {
 
 /// The one rule for database errors worth retrying: the connection or the server, not the
 /// statement or its data — I/O, pool exhaustion, protocol errors, SQLSTATE classes 08
-/// (connection), 57P (shutdown, starting up) and 53300 (too many connections).
+/// (connection), 57P (shutdown, starting up), 53300 (too many connections), and a transaction
+/// Postgres aborted to resolve a deadlock (40P01) or a serialization failure (40001), which
+/// succeeds when run again.
 pub fn is_transient(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Protocol(_) => true,
-        e => e
-            .as_database_error()
-            .and_then(|d| d.code())
-            .is_some_and(|c| c.starts_with("08") || c.starts_with("57P") || c == "53300"),
+        e => e.as_database_error().and_then(|d| d.code()).is_some_and(|c| {
+            c.starts_with("08") || c.starts_with("57P") || ["53300", "40P01", "40001"].contains(&c.as_ref())
+        }),
     }
 }
 
