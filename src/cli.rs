@@ -39,6 +39,10 @@ pub struct Common {
     /// Prefix of the RabbitMQ queue names (`P.chunks`, `P.results`, ...).
     #[arg(long, global = true, env = "DOCPIPE_QUEUE_PREFIX", default_value = "docpipe")]
     pub queue_prefix: String,
+    /// Results the aggregator (`aggregate`, `run`) stores at the same time, each on its own
+    /// database connection.
+    #[arg(long, global = true, env = "DOCPIPE_STORE_CONCURRENCY", default_value_t = defaults::STORE_CONCURRENCY, value_parser = clap::value_parser!(usize))]
+    pub store_concurrency: usize,
     /// sentence-transformers model directory.
     #[arg(long, global = true, env = "DOCPIPE_MODEL")]
     pub model: Option<PathBuf>,

@@ -3,8 +3,8 @@
 //!
 //! Each result is stored idempotently by `docpipe_store::chunks::store_result` (one
 //! transaction; a redelivered result changes nothing; the `done` transition happens once) and
-//! its delivery acknowledged after the commit. Up to [`defaults::STORE_CONCURRENCY`]
-//! deliveries are handled at once, each acknowledged when its own is done. A message that cannot be decoded is
+//! its delivery acknowledged after the commit. Up to `concurrency` deliveries are handled at
+//! once, each acknowledged when its own is done. A message that cannot be decoded is
 //! dead-lettered; during a database outage the delivery stays unacknowledged and the store is
 //! retried with backoff; a result the database refuses as data fails its document. Dead
 //! letters fail the document they name; one that names none is moved to `P.poison`.
@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use docpipe_bus::{self as bus, AmqpError, Inbox, Publisher, Topology};
-use docpipe_contract::defaults;
 use docpipe_contract::messages::{ChunkMeta, ChunkResult, FieldsTask, SCHEMA_VERSION};
 use docpipe_contract::status::{DocStatus, Stage};
 use docpipe_ops::metrics::{self, Metrics};
@@ -58,7 +57,8 @@ struct Attributed {
     meta: ChunkMeta,
 }
 
-/// Consume `topology.results()`, and the dead-letter queues, until `shutdown` turns true.
+/// Consume `topology.results()`, and the dead-letter queues, until `shutdown` turns true,
+/// handling up to `concurrency` deliveries at once.
 ///
 /// A dead-lettered chunk or result (undecodable, or failed on every one of its deliveries)
 /// fails its document with the reason, so no document waits forever; a dead letter that names
@@ -68,6 +68,7 @@ pub async fn run(
     topology: &Topology,
     pool: &PgPool,
     prefetch: u16,
+    concurrency: usize,
     fields: bool,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), AggregateError> {
@@ -78,7 +79,7 @@ pub async fn run(
     ];
     let mut inbox = Inbox::open(conn, prefetch, &queues).await?;
     let publisher = Publisher::new(conn).await?;
-    let limit = defaults::STORE_CONCURRENCY.clamp(1, usize::from(prefetch.max(1)));
+    let limit = concurrency.clamp(1, usize::from(prefetch.max(1)));
     info!(queue = topology.results(), concurrency = limit, "aggregator consuming (and dead letters)");
     let stop = shutdown.clone();
     let handle = |queue: usize, delivery: Delivery| {

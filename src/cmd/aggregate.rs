@@ -25,7 +25,8 @@ pub async fn serve(
 ) {
     docpipe_bus::supervise(&setup::broker(c), name, stop, |conn, topology, stop| {
         let pool = pool.clone();
-        async move { docpipe_aggregator::run(&conn, &topology, &pool, prefetch, fields, stop).await }
+        let concurrency = c.store_concurrency;
+        async move { docpipe_aggregator::run(&conn, &topology, &pool, prefetch, concurrency, fields, stop).await }
     })
     .await
 }
