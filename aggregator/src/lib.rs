@@ -94,32 +94,24 @@ pub async fn run(
             (delivery, handled)
         }
     };
+    // An error (the broker's connection lost) returns at once: the deliveries in hand are
+    // dropped unacknowledged (their transactions roll back) and come again after reconnecting.
     let mut in_flight = FuturesUnordered::new();
     let mut stopping = false;
-    let mut failed = None;
     while !stopping {
         tokio::select! {
             d = inbox.recv(), if in_flight.len() < limit => {
                 let (queue, delivery) = d?;
                 in_flight.push(handle(queue, delivery));
             }
-            Some((delivery, handled)) = in_flight.next() => match settle(&delivery, handled).await {
-                Ok(true) => {}
-                Ok(false) => stopping = true,
-                Err(e) => { failed = Some(e); stopping = true }
-            },
+            Some((delivery, handled)) = in_flight.next() => stopping = !settle(&delivery, handled).await?,
             _ = shutdown.changed() => stopping = true,
         }
     }
-    // the deliveries in hand finish (or, waiting out an outage, see the shutdown and stay
-    // unacknowledged, to be redelivered)
+    // at shutdown the deliveries in hand finish (those waiting out a database outage see the
+    // shutdown and stay unacknowledged, to be redelivered)
     while let Some((delivery, handled)) = in_flight.next().await {
-        if let Err(e) = settle(&delivery, handled).await {
-            failed.get_or_insert(e);
-        }
-    }
-    if let Some(e) = failed {
-        return Err(e);
+        settle(&delivery, handled).await?;
     }
     inbox.close("aggregator stopping").await;
     info!("aggregator stopped");
