@@ -27,8 +27,8 @@
 //! block by block, only near the diagonal, on the padded batch (CUDA without FlashAttention);
 //! `PackedBanded` (the CPU in fp32 or with AMX) is the packed layout with attention one
 //! sequence at a time, banded on sliding layers and unmasked on full ones, so padding costs
-//! nothing anywhere (a batch too short to band, such as segments, stays padded); `Dense` is the plain masked matrix, the reference the others are tested
-//! against.
+//! nothing anywhere (a batch too short to band, such as segments, stays padded); `Dense` is
+//! the plain masked matrix, the reference the others are tested against.
 
 use std::collections::HashMap;
 use std::path::Path;
