@@ -857,7 +857,7 @@ pub async fn worker(c: &Common, args: &DecoderArgs, group: usize) -> Result<()> 
     let pool = setup::db(c).await?;
     let extractor = tokio::task::block_in_place(|| Extractor::load(args))?;
     let extractor = Arc::new(tokio::sync::Mutex::new(extractor));
-    serve(c, pool, extractor, group, "docpipe-fields", docpipe_ops::shutdown_signal()).await;
+    serve(c, pool, extractor, group, None, "docpipe-fields", docpipe_ops::shutdown_signal()).await;
     Ok(())
 }
 
@@ -867,24 +867,27 @@ pub async fn serve(
     pool: PgPool,
     extractor: Arc<tokio::sync::Mutex<Extractor>>,
     group: usize,
+    sweep_bucket: Option<String>,
     name: &str,
     stop: tokio::sync::watch::Receiver<bool>,
 ) {
     docpipe_bus::supervise(&setup::broker(c), name, stop, |conn, topology, stop| {
-        let (pool, extractor) = (pool.clone(), extractor.clone());
-        async move { consume(&conn, &topology, &pool, &extractor, group, stop).await }
+        let (pool, extractor, bucket) = (pool.clone(), extractor.clone(), sweep_bucket.clone());
+        async move { consume(&conn, &topology, &pool, &extractor, group, bucket.as_deref(), stop).await }
     })
     .await
 }
 
 /// Take tasks from `P.fields` (up to `group` decode together), and fail the documents of
-/// its dead letters; every minute, queue the done documents that were never queued.
+/// its dead letters; every minute, queue the done documents that were never queued (only
+/// `sweep_bucket`'s, where given).
 async fn consume(
     conn: &lapin::Connection,
     topology: &docpipe_bus::Topology,
     pool: &PgPool,
     extractor: &tokio::sync::Mutex<Extractor>,
     group: usize,
+    sweep_bucket: Option<&str>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<()> {
     use docpipe_contract::messages::{FieldsTask, SCHEMA_VERSION};
@@ -904,7 +907,7 @@ async fn consume(
         let first = tokio::select! {
             d = inbox.recv() => d?,
             _ = sweep.tick() => {
-                for (id, run_id, generation) in docpipe_store::fields::stranded(pool, STRANDED_AFTER_S).await? {
+                for (id, run_id, generation) in docpipe_store::fields::stranded(pool, STRANDED_AFTER_S, sweep_bucket).await? {
                     tracing::info!(document_id = %id, "queueing a done document that was never queued for fields");
                     let task = FieldsTask { schema: SCHEMA_VERSION, run_id, document_id: id, generation };
                     publisher.publish_all(&topology.fields(), &[task]).await?;

@@ -65,7 +65,10 @@ pub async fn run(
     let fields_task = extractor.map(|ex| {
         let (c, pool, rx) = (c.clone(), pool.clone(), stop_rx.clone());
         let group = fields.as_ref().map_or(1, |f| f.1);
-        tokio::spawn(async move { fields_cmd::serve(&c, pool, ex, group, "docpipe-run-fields", rx).await })
+        // its sweep takes the run's bucket only: a run is not held up by every document ever
+        // done without fields elsewhere (a standalone fields worker still takes them all)
+        let bucket = Some(source.bucket.clone());
+        tokio::spawn(async move { fields_cmd::serve(&c, pool, ex, group, bucket, "docpipe-run-fields", rx).await })
     });
 
     let run_id = ingestor.start_run("run", &source.bucket, &source.prefix).await?;

@@ -333,16 +333,22 @@ pub async fn fail(
 
 /// Done documents whose extraction was never queued (the aggregator stopped between the
 /// `done` commit and the publish), done for at least `older_than_s` seconds, or queued and
-/// left `running` by a worker that died: what a fields worker sweeps up.
-pub async fn stranded(pool: &PgPool, older_than_s: f64) -> Result<Vec<(Uuid, Uuid, i32)>, StoreError> {
+/// left `running` by a worker that died: what a fields worker sweeps up. With `bucket`, only
+/// that bucket's (`docpipe run --fields`: not every document ever done without fields).
+pub async fn stranded(
+    pool: &PgPool,
+    older_than_s: f64,
+    bucket: Option<&str>,
+) -> Result<Vec<(Uuid, Uuid, i32)>, StoreError> {
     sqlx::query_as(
         "SELECT id, run_id, generation FROM documents
-         WHERE status = 'done'
+         WHERE status = 'done' AND ($2::text IS NULL OR bucket = $2)
            AND ((fields_status IS NULL AND done_at < now() - make_interval(secs => $1))
                 OR (fields_status = 'running' AND fields_at < now() - make_interval(secs => $1 * 10)))
          ORDER BY done_at LIMIT 100",
     )
     .bind(older_than_s)
+    .bind(bucket)
     .fetch_all(pool)
     .await
     .map_err(ctx(|| "listing documents whose extraction was never queued".to_string()))
