@@ -102,20 +102,15 @@ struct Job {
     task: ChunkTask,
 }
 
-/// Whether `jobs` hold every chunk of each document (generation) they have chunks of: then
-/// the batch need not wait for more ([`assemble`]).
-fn documents_complete(jobs: &[Job]) -> bool {
-    complete(jobs.iter().map(|j| &j.task.meta))
-}
-
-/// Whether chunks `metas` are every chunk of each document (generation) they belong to.
+/// Whether chunks `metas` are every chunk of each document (generation) they belong to: then
+/// a batch of them need not wait for more ([`assemble`]).
 fn complete<'a>(metas: impl Iterator<Item = &'a ChunkMeta>) -> bool {
     let mut seen: std::collections::BTreeMap<(uuid::Uuid, i32), (u32, std::collections::BTreeSet<u32>)> =
         std::collections::BTreeMap::new();
     for m in metas {
         seen.entry((m.document_id, m.generation)).or_insert_with(|| (m.count, Default::default())).1.insert(m.index);
     }
-    seen.values().all(|(count, indices)| indices.len() as u64 >= u64::from(*count))
+    seen.values().all(|(count, indices)| indices.len() >= *count as usize)
 }
 
 /// Chunk tasks from the inbox; a message that is not one is dead-lettered.
@@ -165,7 +160,7 @@ pub async fn run<B: Backend + Send + 'static>(
     let mut chunks = Chunks(&mut inbox);
     loop {
         let assembled = tokio::select! {
-            a = assemble(&mut chunks, cfg.max_batch_tokens, cfg.max_wait, |j| j.task.input_ids.len(), documents_complete, &mut shutdown) => a?,
+            a = assemble(&mut chunks, cfg.max_batch_tokens, cfg.max_wait, |j| j.task.input_ids.len(), |jobs: &[Job]| complete(jobs.iter().map(|j| &j.task.meta)), &mut shutdown) => a?,
             // the publisher only ends early on an error: stop taking work and report it
             r = &mut publish => return Err(r.map_err(|_| WorkerError::ModelGone)?.err().unwrap_or(WorkerError::ModelGone)),
         };

@@ -1,6 +1,7 @@
 //! The chunk results' writes (what the aggregator does) against real Postgres (`DOCPIPE_DATABASE_URL`, set by `make test`):
 //! idempotent chunk rows, exactly one `done` transition under concurrency, stale generations
-//! dropped, and a chunk the worker could not embed failing its document.
+//! dropped, and a chunk the worker could not embed failing its document; and what the fields
+//! workers sweep up after them.
 
 use docpipe_contract::messages::{ChunkMeta, ChunkOutcome, ChunkResult, SegmentEmbedding, SCHEMA_VERSION};
 use docpipe_store::chunks::{store_result as store, Stored};
@@ -197,4 +198,46 @@ async fn segments_are_kept_from_the_chunk_owning_their_middle() {
         sqlx::query_as("SELECT embedding FROM documents WHERE id = $1").bind(doc).fetch_one(&pool).await.unwrap();
     let h = std::f32::consts::FRAC_1_SQRT_2;
     assert!((e.as_slice()[0] - h).abs() < 1e-6 && (e.as_slice()[1] - h).abs() < 1e-6, "{:?}", &e.as_slice()[..3]);
+}
+
+/// What a fields worker sweeps up: done documents never queued for fields, all of them or one
+/// bucket's (`docpipe run --fields`).
+#[tokio::test]
+async fn the_fields_sweep_takes_every_bucket_or_the_one_given() {
+    let pool = pool().await;
+    let (run, mine, other) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+    let bucket = format!("sweep-{run}");
+    sqlx::query("INSERT INTO runs (id, trigger, bucket) VALUES ($1, 'test', $2)")
+        .bind(run)
+        .bind(&bucket)
+        .execute(&pool)
+        .await
+        .unwrap();
+    for (doc, b) in [(mine, bucket.clone()), (other, format!("{bucket}-other"))] {
+        sqlx::query(
+            "INSERT INTO documents (id, run_id, bucket, key, status, chunk_count, done_at)
+             VALUES ($1, $2, $3, 'a.pdf', 'done', 1, '2000-01-01')",
+        )
+        .bind(doc)
+        .bind(run)
+        .bind(b)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    let swept = |bucket: Option<String>| {
+        let pool = pool.clone();
+        async move {
+            let ids: Vec<Uuid> = docpipe_store::fields::stranded(&pool, 60.0, bucket.as_deref())
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|(id, _, _)| id)
+                .collect();
+            (ids.contains(&mine), ids.contains(&other))
+        }
+    };
+    assert_eq!(swept(Some(bucket.clone())).await, (true, false), "only the bucket given");
+    // the sweep lists the oldest first, 100 at a time: done in 2000, these two come first
+    assert_eq!(swept(None).await, (true, true), "every bucket");
 }

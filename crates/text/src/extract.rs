@@ -156,7 +156,12 @@ impl Pages {
 /// 0.2 s of CPU initialising libtorch before it reads a byte); else the docpipe binary itself
 /// (its hidden `extract-pdf` subcommand does the same).
 pub fn extractor_exe(docpipe: &Path) -> PathBuf {
-    if let Some(exe) = std::env::var_os("DOCPIPE_EXTRACTOR").filter(|v| !v.is_empty()) {
+    choose_extractor(docpipe, std::env::var_os("DOCPIPE_EXTRACTOR"))
+}
+
+/// [`extractor_exe`] with the setting given.
+fn choose_extractor(docpipe: &Path, setting: Option<std::ffi::OsString>) -> PathBuf {
+    if let Some(exe) = setting.filter(|v| !v.is_empty()) {
         return PathBuf::from(exe);
     }
     let small = docpipe.with_file_name(format!("docpipe-extract{}", std::env::consts::EXE_SUFFIX));
@@ -544,6 +549,20 @@ fn page_size(doc: &lopdf::Document, page: lopdf::ObjectId) -> Option<[f32; 2]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_small_extractor_is_found_beside_docpipe_unless_one_is_set() {
+        let dir = std::env::temp_dir().join(format!("docpipe-extractor-exe-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let docpipe = dir.join("docpipe");
+        assert_eq!(choose_extractor(&docpipe, None), docpipe, "without the small binary, docpipe's own subcommand");
+        let small = dir.join(format!("docpipe-extract{}", std::env::consts::EXE_SUFFIX));
+        std::fs::write(&small, b"").unwrap();
+        assert_eq!(choose_extractor(&docpipe, None), small);
+        assert_eq!(choose_extractor(&docpipe, Some("".into())), small, "an empty setting is no setting");
+        assert_eq!(choose_extractor(&docpipe, Some("/opt/x/extract".into())), PathBuf::from("/opt/x/extract"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn only_scratch_folders_of_dead_processes_are_removed() {

@@ -1,10 +1,9 @@
 //! The small `docpipe-extract` binary serves the extractor child's protocol: a PDF in, its
-//! pages out, through [`Extractor`] as ingest runs it; and [`extractor_exe`] finds it beside
-//! the docpipe binary.
+//! pages out, through [`Extractor`] as ingest runs it.
 
 use std::path::PathBuf;
 
-use docpipe_text::extract::{extractor_exe, ExtractError, ExtractLimits, Extractor};
+use docpipe_text::extract::{ExtractError, ExtractLimits, Extractor};
 use docpipe_text::ocr::{Ocr, OcrConfig, OcrMode};
 use lopdf::content::{Content, Operation};
 use lopdf::{dictionary, Document, Object, Stream};
@@ -54,19 +53,4 @@ async fn reads_the_text_layer_and_refuses_what_is_not_a_pdf() {
     broken.truncate(60);
     let err = extractor().extract(&broken).await.expect_err("a truncated PDF");
     assert!(matches!(err, ExtractError::Malformed(_)), "{err}");
-}
-
-#[test]
-fn the_small_binary_is_found_beside_docpipe() {
-    if std::env::var_os("DOCPIPE_EXTRACTOR").is_some() {
-        return; // the setting wins over the search; nothing to check here
-    }
-    let dir = std::env::temp_dir().join(format!("docpipe-extractor-exe-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let docpipe = dir.join("docpipe");
-    assert_eq!(extractor_exe(&docpipe), docpipe, "without the small binary, docpipe's own subcommand");
-    let small = dir.join(format!("docpipe-extract{}", std::env::consts::EXE_SUFFIX));
-    std::fs::write(&small, b"").unwrap();
-    assert_eq!(extractor_exe(&docpipe), small);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
