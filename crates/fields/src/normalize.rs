@@ -208,9 +208,38 @@ fn collapse(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// [`straighten`] then [`collapse`].
+/// [`straighten`] then [`collapse`], month names that OCR split joined again.
 fn clean(s: &str) -> String {
-    collapse(&straighten(s))
+    let t = collapse(&straighten(s));
+    let drop = split_month_spaces(&t);
+    t.char_indices().filter(|(b, _)| !drop.contains(b)).map(|(_, c)| c).collect()
+}
+
+/// A month's name that OCR split in two ("J anuary 15, 2026", "15 Sep tember 2020") before a
+/// day or a year: every split of the names of four letters or more, so that ordinary words
+/// never match.
+static SPLIT_MONTH: LazyLock<Regex> = LazyLock::new(|| {
+    const NAMES: [&str; 11] = [
+        "january",
+        "february",
+        "march",
+        "april",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ];
+    let splits: Vec<String> =
+        NAMES.iter().flat_map(|n| (1..n.len()).map(move |k| format!("{} {}", &n[..k], &n[k..]))).collect();
+    regex(&format!(r"(?i)\b(?:{})\b[\s,.]*\d", splits.join("|")))
+});
+
+/// Byte offsets of the spaces in `s` that split a month's name ([`SPLIT_MONTH`]), in order.
+pub(crate) fn split_month_spaces(s: &str) -> Vec<usize> {
+    SPLIT_MONTH.find_iter(s).filter_map(|m| m.as_str().find(' ').map(|i| m.start() + i)).collect()
 }
 
 /// `"April 6, 2007"` → `April 6, 2007` when the quotes wrap the whole text.
@@ -1662,6 +1691,8 @@ mod tests {
 
     #[test]
     fn dates_numeric() {
+        assert_eq!(parse_date("J anuary 15, 2026"), Some(ymd(2026, 1, 15)));
+        assert_eq!(parse_date("the 1st day of Sep tember, 2019"), Some(ymd(2019, 9, 1)));
         assert_eq!(parse_date("4/6/07"), Some(ymd(2007, 4, 6)));
         assert_eq!(parse_date("4/1/07"), Some(ymd(2007, 4, 1)));
         assert_eq!(parse_date("12/13/99"), Some(ymd(1999, 12, 13)));

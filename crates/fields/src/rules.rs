@@ -118,7 +118,40 @@ impl Work {
             };
             push(&mut s, c, i);
         }
-        Work { s, anchors, n_orig: n }
+        // OCR splits month names ("J anuary 15, 2026"); the dates' patterns read them whole
+        let split = crate::normalize::split_month_spaces(&s);
+        Work { s, anchors, n_orig: n }.without(&split)
+    }
+
+    /// The working copy without the chars at the byte offsets `drop` (in order), the map back
+    /// to the original kept.
+    fn without(self, drop: &[usize]) -> Work {
+        if drop.is_empty() {
+            return self;
+        }
+        let mut s = String::with_capacity(self.s.len());
+        let mut anchors = Vec::with_capacity(self.anchors.len() + drop.len());
+        let mut next_orig = usize::MAX;
+        let mut orig: Option<usize> = None;
+        let mut old_anchors = self.anchors.iter().peekable();
+        let mut drop = drop.iter().peekable();
+        for (b, c) in self.s.char_indices() {
+            // the original index of this char: its run's anchor, else one past the char before
+            let o = match old_anchors.next_if(|a| a.0 == b) {
+                Some(&(_, oc)) => oc,
+                None => orig.map_or(0, |o| o + 1),
+            };
+            orig = Some(o);
+            if drop.next_if(|&&d| d == b).is_some() {
+                continue;
+            }
+            if o != next_orig {
+                anchors.push((s.len(), o));
+            }
+            next_orig = o + 1;
+            s.push(c);
+        }
+        Work { s, anchors, n_orig: self.n_orig }
     }
 
     /// The original char index of the working char starting at byte `b` (the original length at
@@ -2108,6 +2141,23 @@ mod tests {
         // a period that begins on the date hereof is not the agreement's
         let text = "This Agreement is dated June 18, 2020 between A Inc. (\"A\") and B LLC (\"B\"). During the period commencing on the date hereof and ending on the 2021 meeting, B shall vote its shares.";
         assert_eq!(get(text, "effective_date"), None);
+    }
+
+    #[test]
+    fn dates_whose_month_ocr_split() {
+        // a scanned page read by OCR: the rules read the date and point at the original text
+        let text = "MASTER SERVICES AGREEMENT\n\nThis Agreement is made on J anuary 15, 2026 between\nAcme Corp. (\"Acme\") and Beta LLC (\"Beta\").";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("January 15, 2026"));
+        assert!(evidence(text, "agreement_date").contains("made on J anuary 15, 2026"));
+        let text = "This Lease is dated the 3rd day of Sep tember,  2019 and is effective as of 1 Octo ber 2019.";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("3rd day of September, 2019"));
+        assert_eq!(get(text, "effective_date").as_deref(), Some("1 October 2019"));
+        // joined only before a day or a year; the map back to the original follows
+        let text = "the mar ch 5 and a pril fool, Jun e";
+        let w = Work::new(text);
+        assert_eq!(w.s, "the march 5 and a pril fool, Jun e");
+        assert_eq!(w.orig_range(w.s.find('5').unwrap(), w.s.len()), 11..text.chars().count());
+        assert_eq!(w.orig_range(0, w.s.find('5').unwrap()), 0..11);
     }
 
     #[test]
