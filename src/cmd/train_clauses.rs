@@ -503,7 +503,14 @@ pub async fn run(c: &Common, w: &WorkerArgs, ocr: &OcrArgs, o: &Options) -> Resu
             segments: stats.0,
             segments_embedded: stats.1,
             tokens_embedded: stats.2,
-            plan: o.plan,
+            plan: match o.embeddings {
+                Embeddings::Standalone | Embeddings::Both(_) => Some(o.plan),
+                Embeddings::Contextual(_) => None,
+            },
+            chunk_plan: match o.embeddings {
+                Embeddings::Contextual(c) | Embeddings::Both(c) => Some(c),
+                Embeddings::Standalone => None,
+            },
             seed: o.seed,
             trained_at: chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string(),
             docpipe: env!("CARGO_PKG_VERSION").into(),

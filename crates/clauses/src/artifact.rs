@@ -52,8 +52,17 @@ pub struct Training {
     pub segments: usize,
     pub segments_embedded: usize,
     pub tokens_embedded: usize,
-    /// Segments embedded per document, and the seed of the sample.
-    pub plan: crate::train::Plan,
+    /// How the segments embedded alone were chosen per document (learned from standalone
+    /// embeddings, or both kinds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<crate::train::Plan>,
+    /// How the chunks forwarded were chosen per document (learned from contextual embeddings,
+    /// or both kinds). Artifacts up to clause-scorer-v4 lack it: v4's `plan` is the standalone
+    /// default, which its contextual training did not use (it used 3 positive and 1 random
+    /// chunk per document).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_plan: Option<crate::train::ChunkPlan>,
+    /// The seed of the sample.
     pub seed: u64,
     /// UTC date and time of training.
     pub trained_at: String,
@@ -258,6 +267,21 @@ mod tests {
             }
         }
         assert!(checked >= 41, "{checked} scores checked");
+    }
+
+    /// The sampling plan an artifact records is the one its training used: a contextual one
+    /// records its chunk plan and no segment plan; the shipped v4, from before, still loads.
+    #[test]
+    fn training_records_the_plan_it_used() {
+        let (a, _) = builtin().unwrap();
+        assert!(a.training.plan.is_some() && a.training.chunk_plan.is_none());
+        let mut b = a.clone();
+        b.training.plan = None;
+        b.training.chunk_plan = Some(crate::train::ChunkPlan { positive_chunks: 3, random_chunks: 1 });
+        let json = String::from_utf8(b.to_json()).unwrap();
+        assert!(json.contains(r#""chunk_plan":{"positive_chunks":3,"random_chunks":1}"#), "{}", &json[..400]);
+        assert!(!json.contains(r#""plan":"#));
+        assert_eq!(Artifact::from_json(json.as_bytes(), "x.json").unwrap(), b);
     }
 
     #[test]

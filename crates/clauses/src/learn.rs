@@ -39,6 +39,13 @@ const MIN_DF: usize = 2;
 const KEEP_TERMS: usize = 2000;
 /// The bias of a category with no positives: never present.
 const NEVER: f32 = -50.0;
+/// Rows per block of the dense gradient, computed in parallel and summed in block order. A
+/// fixed size, not one per thread, so that the sums, and the scorer learned, are the same
+/// whatever the number of threads (small in the tests, so that they cover several blocks).
+#[cfg(not(test))]
+const BLOCK_ROWS: usize = 512;
+#[cfg(test)]
+const BLOCK_ROWS: usize = 5;
 
 /// The lexical vocabulary of a training set: the terms found in at least [`MIN_DF`] of its
 /// documents (a term seen in one contract is a name or a number, not a clause), as columns.
@@ -206,7 +213,7 @@ struct Fit {
     lex: Vec<f32>,
     lex_grad: Vec<f32>,
     resid: Array2<f32>,
-    /// Rows per parallel block.
+    /// Rows per parallel block ([`BLOCK_ROWS`]).
     block: usize,
 }
 
@@ -228,7 +235,7 @@ impl Fit {
             lex: vec![0f32; nterms * ncat],
             lex_grad: vec![0f32; nterms * ncat],
             resid: Array2::<f32>::zeros((n, ncat)),
-            block: n.div_ceil(rayon::current_num_threads().max(1)).max(1),
+            block: BLOCK_ROWS,
         }
     }
 
@@ -295,7 +302,11 @@ impl Fit {
                 }
                 xb.t().dot(&zb)
             })
-            .reduce(|| Array2::zeros((width, ncat)), |a, b| a + b)
+            .collect::<Vec<_>>()
+            .into_iter()
+            // summed in block order, whatever order the threads finished in: the same
+            // gradient, bit for bit, on every run
+            .fold(Array2::zeros((width, ncat)), |a, b| a + b)
     }
 
     /// The gradient of the listwise loss by logit (kept in `resid`), times its weight. Per
@@ -417,11 +428,9 @@ mod tests {
 
     use super::*;
 
-    /// Two categories fitted together: "A" is told apart by the embedding alone, "B" by a
-    /// lexical term alone (its positives have the same embeddings as negatives); each learned
-    /// scorer must rank its own positives first, on documents it was not learned from.
-    #[test]
-    fn learner_fits_embedding_and_lexical_signals_per_category() {
+    /// Two categories: "A" told apart by the embedding alone (segment 3), "B" by a lexical term
+    /// alone (segment 5, whose embedding is like the negatives').
+    fn two_categories() -> (Vec<StoredCategory>, impl Fn(usize) -> Doc) {
         let dim = 4;
         let query = |k: usize| {
             let mut q = vec![0.1; dim];
@@ -433,7 +442,7 @@ mod tests {
             .enumerate()
             .map(|(k, n)| StoredCategory { name: n.to_string(), query: query(k) })
             .collect();
-        let doc = |seed: usize| {
+        let doc = move |seed: usize| {
             // segment 3: category A (embedding axis 2); segment 5: category B (term 7)
             let segments: Vec<Segment> = (0..8)
                 .map(|i| {
@@ -452,7 +461,15 @@ mod tests {
             let present = BTreeSet::from(["A".to_string(), "B".to_string()]);
             Doc { segments, gold, positives, present, weights: Vec::new() }
         };
-        let train: Vec<Doc> = (0..6).map(doc).collect();
+        (cats, doc)
+    }
+
+    /// Both categories fitted together; each learned scorer must rank its own positives first,
+    /// on documents it was not learned from.
+    #[test]
+    fn learner_fits_embedding_and_lexical_signals_per_category() {
+        let (cats, doc) = two_categories();
+        let train: Vec<Doc> = (0..6).map(&doc).collect();
         let scorers = learn(&train.iter().collect::<Vec<_>>(), &cats);
         assert_eq!(scorers.len(), 2);
         let unseen = doc(7);
@@ -463,6 +480,31 @@ mod tests {
         for s in &scorers {
             assert!(ranking(&unseen, s).1 >= s.threshold);
         }
+    }
+
+    /// The same documents give the same scorers, bit for bit, whatever the number of threads
+    /// (the gradient's blocks are summed in order; 48 rows make ten blocks here).
+    #[test]
+    fn learning_is_reproducible_across_thread_counts() {
+        let (cats, doc) = two_categories();
+        let train: Vec<Doc> = (0..6).map(&doc).collect();
+        let train: Vec<&Doc> = train.iter().collect();
+        let bits = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a thread pool");
+            pool.install(|| learn(&train, &cats))
+                .iter()
+                .map(|s| {
+                    let mut terms: Vec<(i32, u32)> = s.terms.iter().map(|(&t, w)| (t, w.to_bits())).collect();
+                    terms.sort_unstable();
+                    let weights: Vec<u32> = s.weights.iter().map(|w| w.to_bits()).collect();
+                    let position = s.position.map(f32::to_bits);
+                    (weights, position, terms, s.bias.map(f32::to_bits), s.threshold.to_bits())
+                })
+                .collect::<Vec<_>>()
+        };
+        let one = bits(1);
+        assert_eq!(one, bits(3));
+        assert_eq!(one, bits(3));
     }
 
     /// The listwise gradient is the derivative of its loss: against central differences of
