@@ -206,8 +206,9 @@ impl Extractor {
     }
 
     /// The stored rows of document `d`: its answers, each from the model or the rules by the
-    /// field's policy (the expiration resolved from the effective, else agreement, date stored
-    /// beside it), then the clause scorer's presence answers.
+    /// field's policy (both expirations resolved from, and checked against, the effective, else
+    /// agreement, date stored beside it before the policy chooses: FIELDS lists those dates
+    /// first), then the clause scorer's presence answers.
     fn rows(
         &self,
         input: &DocInput,
@@ -216,32 +217,39 @@ impl Extractor {
         outcomes: &BTreeMap<(usize, usize), (Outcome, Option<String>, Option<f32>)>,
     ) -> Vec<FieldRow> {
         let mut rules = rules_found(&input.doc.text);
-        // per field: (model outcome, raw, confidence), (rules outcome, hit), the source chosen
-        let mut answers = Vec::new();
+        // per field: (model outcome, raw, confidence, asked), (rules outcome, hit), the source chosen
+        type Answer<'f> = (
+            &'f Field,
+            (Outcome, Option<String>, Option<f32>, bool),
+            (Outcome, Option<docpipe_fields::rules::Found>),
+            Source,
+        );
+        let mut answers: Vec<Answer> = Vec::new();
         for (f, field) in FIELDS.iter().enumerate() {
             let Some((by_rules, hit)) = rules.remove(field.key) else { continue };
             // not asked: a field the rules alone answer
-            let (outcome, raw, confidence, asked) = match outcomes.get(&(d, f)).cloned() {
+            let (mut outcome, raw, confidence, asked) = match outcomes.get(&(d, f)).cloned() {
                 Some((o, raw, confidence)) => (o, raw, confidence, true),
                 None if !field.policy.uses_model() => (Outcome::None, None, None, false),
                 None => continue,
             };
-            let source = choose(field.policy, &outcome, &by_rules);
-            answers.push((field, (outcome, raw, confidence, asked), (by_rules, hit), source));
-        }
-        let stored = |key: &str| {
-            answers.iter().find(|a| a.0.key == key).map(|(_, m, r, s)| match s {
-                Source::Model => m.0.clone(),
-                Source::Rules => r.0.clone(),
-            })
-        };
-        let (effective, agreement) = (stored("effective_date"), stored("agreement_date"));
-        let mut rows = Vec::new();
-        for (field, (mut outcome, raw, confidence, asked), (mut by_rules, hit), source) in answers {
+            let mut by_rules = by_rules;
             if field.key == "expiration_date" {
+                let stored = |key: &str| {
+                    answers.iter().find(|a: &&Answer| a.0.key == key).map(|(_, m, r, s)| match s {
+                        Source::Model => m.0.clone(),
+                        Source::Rules => r.0.clone(),
+                    })
+                };
+                let (effective, agreement) = (stored("effective_date"), stored("agreement_date"));
                 outcome = resolve_expiration(outcome, effective.as_ref(), agreement.as_ref());
                 by_rules = resolve_expiration(by_rules, effective.as_ref(), agreement.as_ref());
             }
+            let source = choose(field.policy, &outcome, &by_rules);
+            answers.push((field, (outcome, raw, confidence, asked), (by_rules, hit), source));
+        }
+        let mut rows = Vec::new();
+        for (field, (outcome, raw, confidence, asked), (by_rules, hit), source) in answers {
             let rules_raw = hit.as_ref().map(|h| h.raw.clone());
             let row = match source {
                 Source::Rules => {

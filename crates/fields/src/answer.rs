@@ -60,14 +60,24 @@ pub fn interpret(field: &Field, raw: Option<&str>) -> Outcome {
 }
 
 /// The expiration date resolved from a term ("five years from the Effective Date"), counted
-/// from the effective date, else the agreement date.
+/// from the effective date, else the agreement date; and checked against that start: a
+/// contract does not expire the day it starts, so a date on the start (the small model's
+/// answer where the text gives no end: the date it read at the top) is not an expiration date.
+/// Of the 206 training contracts whose CUAD answers give both dates, none expires on its start
+/// (two, amendments, before it: those are kept).
 pub fn resolve_expiration(expiration: Outcome, effective: Option<&Outcome>, agreement: Option<&Outcome>) -> Outcome {
     let date_of = |o: Option<&Outcome>| match o {
         Some(Outcome::Answered(Value::Date { date })) => Some(*date),
         _ => None,
     };
+    let start = date_of(effective).or(date_of(agreement));
     match expiration {
-        Outcome::Answered(v) => Outcome::Answered(resolve_end(v, date_of(effective).or(date_of(agreement)))),
+        Outcome::Answered(v) => match (resolve_end(v, start), start) {
+            (Value::Date { date }, Some(start)) if date == start => {
+                Outcome::Invalid(format!("expires {date}, the day the agreement starts: not an expiration date"))
+            }
+            (v, _) => Outcome::Answered(v),
+        },
         other => other,
     }
 }
@@ -145,6 +155,23 @@ mod tests {
         let eff = interpret(field("effective_date").unwrap(), Some("April 1, 2007"));
         let got = resolve_expiration(exp, Some(&eff), None);
         assert_eq!(got, Outcome::Answered(Value::Date { date: NaiveDate::from_ymd_opt(2022, 4, 1).unwrap() }));
+    }
+
+    #[test]
+    fn an_expiration_on_the_start_date_is_not_one() {
+        let exp = |a: &str| interpret(field("expiration_date").unwrap(), Some(a));
+        let eff = interpret(field("effective_date").unwrap(), Some("May 3, 2006"));
+        let agr = interpret(field("agreement_date").unwrap(), Some("May 1, 2006"));
+        let got = resolve_expiration(exp("May 3, 2006"), Some(&eff), Some(&agr));
+        assert!(matches!(&got, Outcome::Invalid(why) if why.contains("2006-05-03")), "{got:?}");
+        // the start is the effective date where there is one, else the agreement date
+        let got = resolve_expiration(exp("May 1, 2006"), Some(&eff), Some(&agr));
+        assert!(matches!(got, Outcome::Answered(Value::Date { .. })), "{got:?}");
+        assert!(matches!(resolve_expiration(exp("May 1, 2006"), None, Some(&agr)), Outcome::Invalid(_)));
+        // an amendment's term can end before it is signed; a term of none is not checked
+        assert!(matches!(resolve_expiration(exp("April 30, 2006"), Some(&eff), None), Outcome::Answered(_)));
+        assert!(matches!(resolve_expiration(exp("perpetual"), Some(&eff), None), Outcome::Answered(Value::Perpetual)));
+        assert!(matches!(resolve_expiration(exp("May 3, 2006"), None, None), Outcome::Answered(_)));
     }
 
     #[test]
