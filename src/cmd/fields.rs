@@ -226,14 +226,13 @@ impl Extractor {
         );
         let mut answers: Vec<Answer> = Vec::new();
         for (f, field) in FIELDS.iter().enumerate() {
-            let Some((by_rules, hit)) = rules.remove(field.key) else { continue };
+            let Some((mut by_rules, hit)) = rules.remove(field.key) else { continue };
             // not asked: a field the rules alone answer
             let (mut outcome, raw, confidence, asked) = match outcomes.get(&(d, f)).cloned() {
                 Some((o, raw, confidence)) => (o, raw, confidence, true),
                 None if !field.policy.uses_model() => (Outcome::None, None, None, false),
                 None => continue,
             };
-            let mut by_rules = by_rules;
             if field.key == "expiration_date" {
                 let stored = |key: &str| {
                     answers.iter().find(|a: &&Answer| a.0.key == key).map(|(_, m, r, s)| match s {

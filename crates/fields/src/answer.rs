@@ -174,6 +174,15 @@ mod tests {
         assert!(matches!(resolve_expiration(exp("May 3, 2006"), None, None), Outcome::Answered(_)));
     }
 
+    /// The fields worker checks the expiration against the dates stored before it, in
+    /// [`FIELDS`]' order.
+    #[test]
+    fn the_start_dates_come_before_the_expiration() {
+        let at = |k: &str| FIELDS.iter().position(|f| f.key == k).unwrap();
+        assert!(at("agreement_date") < at("expiration_date"));
+        assert!(at("effective_date") < at("expiration_date"));
+    }
+
     #[test]
     fn rules_answers_are_typed_and_resolved() {
         let text = "LICENSE AGREEMENT\n\nThis License Agreement is made as of April 1, 2007 between Acme Inc. \
