@@ -64,7 +64,8 @@ pub fn interpret(field: &Field, raw: Option<&str>) -> Outcome {
 /// contract does not expire the day it starts, so a date on the start (the small model's
 /// answer where the text gives no end: the date it read at the top) is not an expiration date.
 /// Of the 206 training contracts whose CUAD answers give both dates, none expires on its start
-/// (two, amendments, before it: those are kept).
+/// (two before it, an amendment and one whose CUAD date precedes its effective date: a date
+/// before the start is kept).
 pub fn resolve_expiration(expiration: Outcome, effective: Option<&Outcome>, agreement: Option<&Outcome>) -> Outcome {
     let date_of = |o: Option<&Outcome>| match o {
         Some(Outcome::Answered(Value::Date { date })) => Some(*date),
