@@ -571,14 +571,14 @@ pub async fn show(c: &Common, document: &str) -> Result<()> {
         }
         if let Some(alt) = &r.alternative {
             let other = alt.get("value").cloned().and_then(|v| serde_json::from_value::<Value>(v).ok());
+            let other_status = alt.get("status").and_then(|s| s.as_str()).unwrap_or("none");
             let other = match other {
+                _ if other_status == "unknown" => "unknown".into(),
                 Some(v) if !v.is_none() => v.canonical(),
                 _ => "none".into(),
             };
             let who = alt.get("source").and_then(|s| s.as_str()).unwrap_or("?");
-            let agree =
-                if other == r.canonical || (other == "none" && r.status != "answered") { "agrees" } else { "differs" };
-            println!("  source      {} ({who} {agree}: {other})", r.source);
+            println!("  source      {} ({who}{}: {other})", r.source, verdict(&r.status, &r.canonical, &other));
         } else {
             println!("  source      {}", r.source);
         }
@@ -595,6 +595,18 @@ pub async fn show(c: &Common, document: &str) -> Result<()> {
         if present.is_empty() { "none".into() } else { present.join(", ") }
     );
     Ok(())
+}
+
+/// Whether the other reader's answer (`other`: its canonical value, `none` or `unknown`)
+/// agrees with the stored one; nothing for a stored answer that was refused, which neither
+/// agrees nor differs.
+fn verdict(status: &str, canonical: &str, other: &str) -> &'static str {
+    match status {
+        "answered" if other == canonical => " agrees",
+        "none" if other == "none" => " agrees",
+        "answered" | "none" => " differs",
+        _ => "",
+    }
 }
 
 /// `docpipe eval-fields`: extract what is missing in `bucket`, then score the stored answers
@@ -1025,4 +1037,21 @@ async fn consume(
     inbox.close("fields worker stopping").await;
     tracing::info!("fields worker stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::verdict;
+
+    #[test]
+    fn a_refused_answer_neither_agrees_nor_differs() {
+        assert_eq!(verdict("answered", "2026-01-15", "2026-01-15"), " agrees");
+        assert_eq!(verdict("answered", "2026-01-15", "none"), " differs");
+        assert_eq!(verdict("none", "", "none"), " agrees");
+        assert_eq!(verdict("none", "", "2026-01-15"), " differs");
+        assert_eq!(verdict("none", "", "unknown"), " differs");
+        // the model's expiration refused, the rules silent: not "rules agrees: none"
+        assert_eq!(verdict("unknown", "", "none"), "");
+        assert_eq!(verdict("unknown", "", "2026-01-15"), "");
+    }
 }
