@@ -11,6 +11,8 @@
 //! bf16 without AMX, else banded; dense is the reference form, to compare speed);
 //! `BENCH_SPANS=N` also pools N equal spans of each sequence from the same pass, as the worker's
 //! chunk pass pools its segments (late chunking); `first_pass_seconds` is the untimed first pass.
+//! `BENCH_EXECUTORS=N` runs N copies of the model on threads of their own, each with its share
+//! of the intra-op threads, as the worker's executors do, and prints their summed rate.
 //! `BENCH_DUMP=FILE` writes the warm-up pass's sentence embeddings, one JSON array per line, for a parity check
 //! against the reference.
 use std::time::Instant;
@@ -76,6 +78,41 @@ fn run(keep_heap: bool) {
             model.embed_with_spans(&refs, &span_refs).expect("embed").into_iter().map(|(e, _)| e).collect()
         }
     };
+    let executors: usize = std::env::var("BENCH_EXECUTORS").map(|v| v.parse().expect("BENCH_EXECUTORS")).unwrap_or(1);
+    if executors > 1 {
+        // as the worker's executors run: each its own copy of the model and its share of the
+        // intra-op threads, all timed together from a common start
+        drop(model);
+        let threads = (tch::get_num_threads() as usize / executors).max(1) as i32;
+        let start = std::sync::Barrier::new(executors + 1);
+        let secs = std::thread::scope(|s| {
+            let runs: Vec<_> = (0..executors)
+                .map(|_| {
+                    s.spawn(|| {
+                        tch::set_num_threads(threads);
+                        let model =
+                            SentenceEmbedder::load(std::path::Path::new(&args[1]), device, precision).expect("load");
+                        embed(&model);
+                        start.wait();
+                        for _ in 0..reps {
+                            embed(&model);
+                        }
+                    })
+                })
+                .collect();
+            start.wait();
+            let t0 = Instant::now();
+            runs.into_iter().for_each(|r| r.join().expect("executor panicked"));
+            t0.elapsed().as_secs_f64()
+        });
+        println!(
+            "{{\"impl\":\"docpipe\",\"dtype\":\"{}\",\"device\":\"{choice}\",\"executors\":{executors},\"threads\":{threads},\"batch\":{batch},\"tokens\":{},\"seconds\":{secs:.3},\"tokens_per_s\":{:.1},\"keep_heap\":{keep_heap}}}",
+            precision.name(),
+            tokens * reps * executors,
+            (tokens * reps * executors) as f64 / secs
+        );
+        return;
+    }
     // the first pass also pays the one-time costs (kernel selection, first-touch allocation)
     let t_warm = Instant::now();
     let warm = embed(&model);
