@@ -12,7 +12,8 @@
 //! `BENCH_SPANS=N` also pools N equal spans of each sequence from the same pass, as the worker's
 //! chunk pass pools its segments (late chunking); `first_pass_seconds` is the untimed first pass.
 //! `BENCH_EXECUTORS=N` runs N copies of the model on threads of their own, each with its share
-//! of the intra-op threads, as the worker's executors do, and prints their summed rate.
+//! of the intra-op threads, and prints their summed rate: a layout the worker does not use (it
+//! runs one model with all the threads), measured against it in docs/benchmarks.md.
 //! `BENCH_DUMP=FILE` writes the warm-up pass's sentence embeddings, one JSON array per line, for a parity check
 //! against the reference.
 use std::time::Instant;
@@ -80,8 +81,8 @@ fn run(keep_heap: bool) {
     };
     let executors: usize = std::env::var("BENCH_EXECUTORS").map(|v| v.parse().expect("BENCH_EXECUTORS")).unwrap_or(1);
     if executors > 1 {
-        // as the worker's executors run: each its own copy of the model and its share of the
-        // intra-op threads, all timed together from a common start
+        // each thread its own copy of the model (loaded again: a model is not shared across
+        // threads) and its share of the intra-op threads, all timed from a common start
         drop(model);
         let threads = (tch::get_num_threads() as usize / executors).max(1) as i32;
         let start = std::sync::Barrier::new(executors + 1);
