@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use docpipe_fields::answer::{choose, interpret, resolve_expiration, rules_answers, rules_found, Outcome};
+use docpipe_fields::answer::{
+    choose, ground_parties, interpret, resolve_expiration, rules_answers, rules_found, Outcome,
+};
 use docpipe_fields::normalize::Value;
 use docpipe_fields::prompt::{self, Budget, Passage, PROMPT_VERSION};
 use docpipe_fields::{Field, Policy, Source, FIELDS, MODEL_THEN_RULES, RULES_THEN_MODEL};
@@ -243,6 +245,14 @@ impl Extractor {
                 let (effective, agreement) = (stored("effective_date"), stored("agreement_date"));
                 outcome = resolve_expiration(outcome, effective.as_ref(), agreement.as_ref());
                 by_rules = resolve_expiration(by_rules, effective.as_ref(), agreement.as_ref());
+            }
+            if let (
+                Outcome::Answered(Value::Parties { parties }),
+                Outcome::Answered(Value::Parties { parties: found }),
+            ) = (&outcome, &by_rules)
+            {
+                let parties = ground_parties(parties, found, &input.doc.text);
+                outcome = Outcome::Answered(Value::Parties { parties });
             }
             let source = choose(field.policy, &outcome, &by_rules);
             answers.push((field, (outcome, raw, confidence, asked), (by_rules, hit), source));

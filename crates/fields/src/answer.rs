@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::normalize::{normalize, resolve_end, Value};
+use crate::normalize::{normalize, resolve_end, Party, Value};
 use crate::rules::{self, Found};
 use crate::{Field, Kind, Policy, Source, FIELDS};
 
@@ -96,6 +96,85 @@ pub fn rules_found(text: &str) -> BTreeMap<&'static str, (Outcome, Option<Found>
         .collect()
 }
 
+/// The model's parties held to the names the contract writes, by the rules' parties of the
+/// same text: a small model sometimes gives a party by the short name the agreement defines
+/// for it ("SAP AFRICA" for `SYSTEMS APPLICATIONS PRODUCTS (AFRICA) (PTY) LIMITED ("SAP
+/// AFRICA")`), or miscopies a name ("KENTH TURPIN" for "KENNETH TURPIN"). A model party whose
+/// name is one of the roles the rules found for a party, and is not itself a party's name,
+/// takes that party's name; one whose name the text does not contain takes the name of the
+/// rules' party it is closest to, where the two differ by a few letters only (edit distance at
+/// most a sixth of the longer name). A rules' name is taken only where it looks like one (two
+/// words of letters at least, little punctuation): the rules also misread a signature line
+/// ("You: , -----") as a party. The model's list, its order and its roles are kept otherwise;
+/// parties that end up with the same name are one.
+pub fn ground_parties(model: &[Party], rules: &[Party], text: &str) -> Vec<Party> {
+    let key = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase().replace('\u{2019}', "'");
+    let text = key(text);
+    let names: Vec<String> = rules.iter().map(|p| key(&p.name)).collect();
+    let looks_like_a_name = |s: &str| {
+        let words = s.split(|c: char| !c.is_alphabetic()).filter(|w| w.chars().count() >= 2).count();
+        let marks = s.chars().filter(|c| !c.is_alphanumeric() && !c.is_whitespace()).count();
+        words >= 2 && marks * 4 <= s.chars().count()
+    };
+    let mut out: Vec<Party> = Vec::with_capacity(model.len());
+    for p in model {
+        let name = key(&p.name);
+        let mut grounded = p.clone();
+        if !name.is_empty() && !names.contains(&name) {
+            let by_role =
+                rules.iter().find(|r| looks_like_a_name(&r.name) && r.roles.iter().any(|role| key(role) == name));
+            let near = || {
+                rules
+                    .iter()
+                    .zip(&names)
+                    .filter(|(r, _)| looks_like_a_name(&r.name))
+                    .map(|(r, n)| (r, edit_distance(&name, n), n.chars().count().max(name.chars().count())))
+                    .filter(|&(_, d, len)| d > 0 && d * 6 <= len)
+                    .min_by_key(|&(_, d, _)| d)
+                    .map(|(r, ..)| r)
+            };
+            let found = match by_role {
+                Some(r) => Some(r),
+                None if !text.contains(&name) => near(),
+                None => None,
+            };
+            if let Some(r) = found {
+                grounded.name = r.name.clone();
+                if !grounded.roles.iter().any(|x| key(x) == name) {
+                    grounded.roles.push(p.name.clone());
+                }
+            }
+        }
+        match out.iter_mut().find(|q| key(&q.name) == key(&grounded.name) && !grounded.name.is_empty()) {
+            Some(q) => {
+                for role in grounded.roles {
+                    if !q.roles.contains(&role) {
+                        q.roles.push(role);
+                    }
+                }
+            }
+            None => out.push(grounded),
+        }
+    }
+    out
+}
+
+/// Levenshtein distance in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (diag + usize::from(ca != cb)).min(row[j] + 1).min(row[j + 1] + 1);
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
 /// The rule-based baseline's answer to every field of `text`: [`rules_found`], the expiration
 /// resolved from the rules' own effective (else agreement) date.
 pub fn rules_answers(text: &str) -> BTreeMap<&'static str, (Outcome, Option<Found>)> {
@@ -132,6 +211,61 @@ mod tests {
     use super::*;
     use crate::field;
     use chrono::NaiveDate;
+
+    fn party(name: &str, roles: &[&str]) -> Party {
+        Party { name: name.into(), roles: roles.iter().map(|r| r.to_string()).collect() }
+    }
+
+    #[test]
+    fn model_parties_are_held_to_the_names_the_contract_writes() {
+        let text = "This LICENCE AND MAINTENANCE AGREEMENT is made between SYSTEMS APPLICATIONS PRODUCTS \
+                    (AFRICA) (PTY) LIMITED (\"SAP AFRICA\") and TELKOM SOUTH AFRICA LIMITED (\"TELKOM\"). \
+                    KENNETH TURPIN (\"Turpin\") signs as witness.";
+        let rules = [
+            party("SYSTEMS APPLICATIONS PRODUCTS (AFRICA) (PTY) LIMITED", &["SAP AFRICA"]),
+            party("TELKOM SOUTH AFRICA LIMITED", &["TELKOM"]),
+            party("KENNETH TURPIN", &["Turpin"]),
+        ];
+        // a defined short name becomes the party's name, and stays as a role
+        let got = ground_parties(
+            &[party("SAP AFRICA", &["company"]), party("Telkom South Africa Limited", &[])],
+            &rules,
+            text,
+        );
+        assert_eq!(got[0], party("SYSTEMS APPLICATIONS PRODUCTS (AFRICA) (PTY) LIMITED", &["company", "SAP AFRICA"]));
+        assert_eq!(got[1], party("Telkom South Africa Limited", &[]), "a name the rules also give is kept as written");
+        // a miscopied name that the text does not contain takes the near rules' name
+        let got = ground_parties(&[party("KENTH TURPIN", &["Turpin"])], &rules, text);
+        assert_eq!(got, [party("KENNETH TURPIN", &["Turpin", "KENTH TURPIN"])]);
+        // a name the text contains is kept, however near another; so is one far from any
+        let near_but_written =
+            ground_parties(&[party("TELKOM", &[])], &[party("TELKOM SOUTH AFRICA LIMITED", &[])], text);
+        assert_eq!(near_but_written, [party("TELKOM", &[])]);
+        let far = ground_parties(&[party("Acme Widgets Corporation", &[])], &rules, text);
+        assert_eq!(far, [party("Acme Widgets Corporation", &[])]);
+        // two model parties that are one
+        let got = ground_parties(
+            &[party("SAP AFRICA", &[]), party("SYSTEMS APPLICATIONS PRODUCTS (AFRICA) (PTY) LIMITED", &["Licensor"])],
+            &rules,
+            text,
+        );
+        assert_eq!(got, [party("SYSTEMS APPLICATIONS PRODUCTS (AFRICA) (PTY) LIMITED", &["SAP AFRICA", "Licensor"])]);
+        assert_eq!(edit_distance("kenth turpin", "kenneth turpin"), 2);
+        // a rules' "party" that is a misread signature line is not a name to take
+        let junk = [party("You: , ------------------------------------", &["You"])];
+        assert_eq!(
+            ground_parties(&[party("You", &["Franchisee"])], &junk, "You: , ------"),
+            [party("You", &["Franchisee"])]
+        );
+        for name in [
+            "NETGEAR, Inc.",
+            "Solutions Media, Inc., dba SpinRecords.com",
+            "SYSTEMS APPLICATIONS PRODUCTS (AFRICA) (PTY) LIMITED",
+        ] {
+            let got = ground_parties(&[party("X Y", &[])], &[party(name, &["X Y"])], "");
+            assert_eq!(got[0].name, name, "{name} reads as a name");
+        }
+    }
 
     #[test]
     fn answers_must_fit_their_field() {
