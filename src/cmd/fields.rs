@@ -210,7 +210,8 @@ impl Extractor {
     /// The stored rows of document `d`: its answers, each from the model or the rules by the
     /// field's policy (both expirations resolved from, and checked against, the effective, else
     /// agreement, date stored beside it before the policy chooses: FIELDS lists those dates
-    /// first), then the clause scorer's presence answers.
+    /// first; the model's parties held to the names the rules found, [`ground_parties`]), then
+    /// the clause scorer's presence answers.
     fn rows(
         &self,
         input: &DocInput,
