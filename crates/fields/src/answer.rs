@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::normalize::{normalize, resolve_end, Party, Value};
+use crate::normalize::{normalize, resolve_end, tidy_party_list, Party, Value};
 use crate::rules::{self, Found};
 use crate::{Field, Kind, Policy, Source, FIELDS};
 
@@ -106,10 +106,11 @@ pub fn rules_found(text: &str) -> BTreeMap<&'static str, (Outcome, Option<Found>
 /// most a sixth of the longer name). A rules' name is taken only where it looks like one (two
 /// words of letters at least, little punctuation): the rules also misread a signature line
 /// ("You: , -----") as a party. The model's list, its order and its roles are kept otherwise;
-/// parties that end up with the same name are one.
+/// parties that end up with the same name are one, as in every party list.
 pub fn ground_parties(model: &[Party], rules: &[Party], text: &str) -> Vec<Party> {
     let key = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase().replace('\u{2019}', "'");
-    let text = key(text);
+    // the document folded the same way, only where a name is not the rules' (most are)
+    let folded = std::cell::OnceCell::new();
     let names: Vec<String> = rules.iter().map(|p| key(&p.name)).collect();
     let looks_like_a_name = |s: &str| {
         let words = s.split(|c: char| !c.is_alphabetic()).filter(|w| w.chars().count() >= 2).count();
@@ -135,7 +136,7 @@ pub fn ground_parties(model: &[Party], rules: &[Party], text: &str) -> Vec<Party
             };
             let found = match by_role {
                 Some(r) => Some(r),
-                None if !text.contains(&name) => near(),
+                None if !folded.get_or_init(|| key(text)).contains(&name) => near(),
                 None => None,
             };
             if let Some(r) = found {
@@ -145,18 +146,9 @@ pub fn ground_parties(model: &[Party], rules: &[Party], text: &str) -> Vec<Party
                 }
             }
         }
-        match out.iter_mut().find(|q| key(&q.name) == key(&grounded.name) && !grounded.name.is_empty()) {
-            Some(q) => {
-                for role in grounded.roles {
-                    if !q.roles.contains(&role) {
-                        q.roles.push(role);
-                    }
-                }
-            }
-            None => out.push(grounded),
-        }
+        out.push(grounded);
     }
-    out
+    tidy_party_list(out)
 }
 
 /// Levenshtein distance in characters.

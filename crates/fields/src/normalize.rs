@@ -1391,7 +1391,7 @@ const COLLECTIVE_GLUE: &[&str] = &[
 /// joined by "and" ("Miltenyi and Bellicum", "Party A and Party B": how a contract defines the
 /// parties together), is not another party. Text from a quote on ("Sorrent, Inc \"parties\" and
 /// each individually ...", debris of a defined term) is not part of a name.
-fn tidy_party_list(parties: Vec<Party>) -> Vec<Party> {
+pub(crate) fn tidy_party_list(parties: Vec<Party>) -> Vec<Party> {
     let mut out: Vec<Party> = Vec::new();
     for mut p in parties {
         if let Some(i) = p.name.find('"').filter(|&i| i > 0) {
