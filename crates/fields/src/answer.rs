@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::normalize::{normalize, resolve_end, tidy_party_list, Party, Value};
+use crate::normalize::{normalize, resolve_end, resolve_end_partial, tidy_party_list, Party, Value};
 use crate::rules::{self, Found};
 use crate::{Field, Kind, Policy, Source, FIELDS};
 
@@ -60,7 +60,9 @@ pub fn interpret(field: &Field, raw: Option<&str>) -> Outcome {
 }
 
 /// The expiration date resolved from a term ("five years from the Effective Date"), counted
-/// from the effective date, else the agreement date; and checked against that start: a
+/// from the effective date, else the agreement date; where neither is a whole date, from the
+/// first that gives a year ("________, 2020": [`resolve_end_partial`]). Checked against a
+/// whole start: a
 /// contract does not expire the day it starts, so a date on the start (the small model's
 /// answer where the text gives no end: the date it read at the top) is not an expiration date.
 /// Of the 206 training contracts whose CUAD answers give both dates, none expires on its start
@@ -71,15 +73,23 @@ pub fn resolve_expiration(expiration: Outcome, effective: Option<&Outcome>, agre
         Some(Outcome::Answered(Value::Date { date })) => Some(*date),
         _ => None,
     };
+    let partial_of = |o: Option<&Outcome>| match o {
+        Some(Outcome::Answered(Value::PartialDate { year, month })) => Some((*year, *month)),
+        _ => None,
+    };
     let start = date_of(effective).or(date_of(agreement));
-    match expiration {
-        Outcome::Answered(v) => match (resolve_end(v, start), start) {
+    let partial_start = partial_of(effective).or(partial_of(agreement));
+    match (expiration, partial_start) {
+        (Outcome::Answered(v), Some((year, month))) if start.is_none() => {
+            Outcome::Answered(resolve_end_partial(v, year, month))
+        }
+        (Outcome::Answered(v), _) => match (resolve_end(v, start), start) {
             (Value::Date { date }, Some(start)) if date == start => {
                 Outcome::Invalid(format!("expires {date}, the day the agreement starts: not an expiration date"))
             }
             (v, _) => Outcome::Answered(v),
         },
-        other => other,
+        (other, _) => other,
     }
 }
 

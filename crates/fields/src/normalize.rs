@@ -454,10 +454,10 @@ static PARTIAL_BRACKETS: LazyLock<Regex> =
 static PARTIAL_MONTH_YEAR: LazyLock<Regex> = LazyLock::new(|| {
     regex(&format!(r"(?i)\b(?P<m>{MONTH})\b\.?\s*(?:(?:\[[^\]\d\n]{{0,5}}\]|_+)\s*)?(?:,\s*)?(?P<y>\d{{4}})\b"))
 });
-/// `_________, 2009`, `[], 2009`.
+/// `_________, 2009`, `[], 2009`, and `as of , 2009` where the text lost the blank.
 static PARTIAL_BLANK_YEAR: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)(?:(?:_{2,}|\[[^\]\d\n]{0,5}\])[\s_,\[\]]*|(?:(?:_{2,}|\[[^\]\d\n]{0,5}\]|\bthis)\s*)?\bday\s+of\s*(?:_{2,}|\[[^\]\d\n]{0,5}\])?\s*,?\s*)(?P<y>\d{4})\b",
+        r"(?i)(?:(?:_{2,}|\[[^\]\d\n]{0,5}\])[\s_,\[\]]*|(?:(?:_{2,}|\[[^\]\d\n]{0,5}\]|\bthis)\s*)?\bday\s+of\s*(?:_{2,}|\[[^\]\d\n]{0,5}\])?\s*,?\s*|\b(?:as\s+of|on|dated)\s*,\s*)(?P<y>\d{4})\b",
     )
 });
 /// A bare year: `2009`, `the year 2009`.
@@ -1593,6 +1593,31 @@ pub fn normalize(kind: Kind, raw: &str) -> Value {
     }
 }
 
+/// Resolve an end date from a start the contract leaves partly blank ("as of ________, 2020",
+/// "April __, 2005"): a [`Value::Relative`] or [`Value::Duration`] gives a
+/// [`Value::PartialDate`] as precise as its start, the way CUAD answers such contracts
+/// (`[]/[]/2020` + two years → `[]/[]/2022`; `04/[]/2005` + 18 months → `10/[]/2006`). Days
+/// and weeks count in whole months of 30 days; where only the year is known, whole years of
+/// the term are added (six months from `[]/[]/2004` stays in 2004, the year the start gives).
+/// Other values (and overflow) come back unchanged.
+pub fn resolve_end_partial(value: Value, year: i32, month: Option<u32>) -> Value {
+    let (Value::Relative { duration, .. } | Value::Duration { duration }) = &value else {
+        return value;
+    };
+    let months = duration.total_months() + duration.total_days() / 30;
+    let Ok(months) = i64::try_from(months) else { return value };
+    let resolved = match month {
+        Some(m) if (1..=12).contains(&m) => {
+            let index = i64::from(year) * 12 + i64::from(m) - 1 + months;
+            i32::try_from(index.div_euclid(12))
+                .ok()
+                .map(|year| Value::PartialDate { year, month: Some(index.rem_euclid(12) as u32 + 1) })
+        }
+        _ => i32::try_from(i64::from(year) + months / 12).ok().map(|year| Value::PartialDate { year, month: None }),
+    };
+    resolved.unwrap_or(value)
+}
+
 /// Resolve an end date: a [`Value::Relative`] or [`Value::Duration`] plus a known effective /
 /// start date gives the [`Value::Date`] that much later. Other values (and overflow) come back
 /// unchanged.
@@ -1934,6 +1959,24 @@ mod tests {
         assert_eq!(resolve_end(date.clone(), start), date);
         let huge = Value::Relative { duration: dur(u32::MAX, 0, 0, 0), from: "start".into() };
         assert_eq!(resolve_end(huge.clone(), start), huge);
+    }
+
+    #[test]
+    fn resolve_end_dates_from_a_partial_start() {
+        let partial = |year, month| Value::PartialDate { year, month };
+        let rel = |y, m, d| Value::Relative { duration: dur(y, m, 0, d), from: "the date hereof".into() };
+        assert_eq!(resolve_end_partial(rel(2, 0, 0), 2020, None), partial(2022, None));
+        assert_eq!(resolve_end_partial(rel(0, 18, 0), 2005, Some(4)), partial(2006, Some(10)));
+        assert_eq!(resolve_end_partial(rel(1, 0, 0), 2019, Some(12)), partial(2020, Some(12)));
+        assert_eq!(resolve_end_partial(rel(0, 2, 0), 2019, Some(12)), partial(2020, Some(2)));
+        // a year alone: whole years of the term only
+        assert_eq!(resolve_end_partial(rel(0, 6, 0), 2004, None), partial(2004, None));
+        assert_eq!(resolve_end_partial(rel(0, 0, 90), 2019, Some(1)), partial(2019, Some(4)));
+        let d = Value::Duration { duration: dur(5, 0, 0, 0) };
+        assert_eq!(resolve_end_partial(d, 2010, None), partial(2015, None));
+        assert_eq!(resolve_end_partial(Value::Perpetual, 2010, None), Value::Perpetual);
+        let huge = Value::Relative { duration: dur(u32::MAX, 0, 0, 0), from: "start".into() };
+        assert_eq!(resolve_end_partial(huge.clone(), 2010, Some(1)), huge);
     }
 
     // ---- jurisdictions ----

@@ -1009,6 +1009,32 @@ fn agreement_date(w: &Work) -> Option<DateHit> {
         .map(|(_, s0, s1, raw)| DateHit { raw: tidy_date(&raw), evidence: w.sentence(s0, s1) })
         .or_else(|| signature_block_date(w))
         .or_else(|| heading_date(w))
+        .or_else(|| empty_blank_date(w, &AD_EMPTY_BLANK))
+}
+
+/// A template's date whose blank the PDF drew as a line, so the text has none: "is effective
+/// as of , 2020 (the "Effective Date")", "AGREEMENT made as of  , 2013, between": the year
+/// alone, at the opening.
+static AD_EMPTY_BLANK: LazyLock<Regex> = LazyLock::new(|| {
+    re(&format!(
+        r"(?i)\b(?:(?:made|dated|entered\s+into|effective)(?:\s+(?:and\s+)?(?:effective|entered\s+into))?\s+(?:as\s+of|on)|dated)\s*,\s*({YEAR})"
+    ))
+});
+static ED_EMPTY_BLANK: LazyLock<Regex> =
+    LazyLock::new(|| re(&format!(r"(?i)\beffective\s+(?:as\s+of|on)\s*,\s*({YEAR})")));
+
+/// The first match of `pattern` (a year after an empty blank) in the opening, unless it dates
+/// another agreement; the raw answer is the text from the pattern's first word ("as of , 2020").
+fn empty_blank_date(w: &Work, pattern: &Regex) -> Option<DateHit> {
+    let head = w.head(3000);
+    pattern.captures_iter(head).find_map(|c| {
+        let (all, year) = (c.get(0)?, c.get(1)?);
+        let wide = w.slice(year.start().saturating_sub(160), year.start());
+        if AD_OTHER_AGREEMENT.is_match(wide) || AD_OTHER_DOCUMENT.is_match(wide) || SOURCE_LINE.is_match(wide) {
+            return None;
+        }
+        Some(DateHit { raw: all.as_str().to_string(), evidence: w.sentence(all.start(), all.end()) })
+    })
 }
 
 /// The end of a sentence of prose ("... was approved. Final"), not of an abbreviation ("INC. 8.250%").
@@ -1138,6 +1164,9 @@ fn effective_date(w: &Work, agreement: Option<&DateHit>) -> Option<Found> {
         if TERM_OR_AGREEMENT.is_match(w.slice(sent.start, sent.end)) {
             return Some(w.found(tidy_date(d.as_str()), sent));
         }
+    }
+    if let Some(hit) = empty_blank_date(w, &ED_EMPTY_BLANK) {
+        return Some(w.found(hit.raw, hit.evidence));
     }
     // "effective as of the last date signed below", "takes effect upon the signatures and seals of
     // both Parties": the date the last party signed
@@ -2174,6 +2203,23 @@ mod tests {
         assert_eq!(get(text, "agreement_date").as_deref(), Some("January 22, 2007"));
         let text = "AMENDMENT\nWHEREAS, the parties have previously entered into the Agreement dated January 22, 2007, and\nWHEREAS, they wish to amend it.\nBy: X Date: August 4, 2010";
         assert_eq!(get(text, "agreement_date").as_deref(), Some("August 4, 2010"));
+    }
+
+    #[test]
+    fn a_date_whose_blank_the_text_lost() {
+        let text = "BUSINESS DEVELOPMENT AGREEMENT THIS BUSINESS DEVELOPMENT AGREEMENT (the \"Agreement\") is effective as of , 2020 (the \"Effective Date\"), by and between A, INC. (\"A\") and B, LLC (\"B\").";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("effective as of , 2020"));
+        assert_eq!(get(text, "effective_date").as_deref(), Some("effective as of , 2020"));
+        let year = crate::normalize::normalize(crate::Kind::Date, "effective as of , 2020");
+        assert_eq!(year, crate::normalize::Value::PartialDate { year: 2020, month: None });
+        let text = "Strategic Alliance Agreement AGREEMENT made as of  , 2013, between A Corporation (\"A\"), and B Corp. (\"B\").";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("made as of , 2013"));
+        // a year after a comma that no blank explains is no date
+        let text = "This Agreement is made between A and B, effective upon signature. Revised in Austin, 2013.";
+        assert_eq!(get(text, "agreement_date"), None);
+        // another agreement's date is not this one's
+        let text = "This Amendment amends the Supply Agreement dated as of , 2013 between A and B.";
+        assert_eq!(get(text, "agreement_date"), None);
     }
 
     #[test]
