@@ -326,7 +326,7 @@ const NUMWORD: &str = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|elev
 /// A length of time: "ninety (90) days", "(6) months", "one-year", "12 calendar months".
 static DUR: LazyLock<String> = LazyLock::new(|| {
     format!(
-        r"(?:(?:\b(?:{NUMWORD}(?:[\s-]+(?:and[\s-]+)?{NUMWORD})*|\d{{1,4}})(?:\s*\(\s*\d{{1,4}}\s*\))?|\(\s*\d{{1,4}}\s*\))[\s-]*(?:(?:calendar|business|full|consecutive|contract|working|fiscal)[\s-]+)?(?:years?|months?|weeks?|days?)\b)"
+        r"(?:(?:\b(?:{NUMWORD}(?:[\s-]+(?:and[\s-]+)?{NUMWORD})*|\d{{1,4}})(?:\s*\(\s*\d{{1,4}}\s*\))?|\(\s*\d{{1,4}}\s*\))[\s-]*(?:(?:calendar|business|full|consecutive|contract|working|fiscal)[\s-]+)?(?:years?|months?|weeks?|days?)\b(?:\(s\))?)"
     )
 });
 
@@ -1191,7 +1191,7 @@ static EX_DEFINED: LazyLock<Regex> = LazyLock::new(|| {
 /// "expire on <date>", "continue in full force and effect until <date>", "through <date>".
 static EX_DATE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:expire|expires|expiring|expiration|terminate|terminates|terminating|end|ends|ending|through|thru|until|till|to|and\s+including)\s+(?:on\s+|at\s+|as\s+of\s+)?(?:(?:the\s+)?close\s+of\s+business\s+(?:on\s+)?|midnight\s+(?:on\s+)?|11:59\s*(?:p\.?m\.?)?\s*(?:[a-z]+\s+time\s+)?(?:on\s+)?)?({DATE})",
+        r"(?i)\b(?:expire|expires|expiring|expiration|terminate|terminates|terminating|end|ends|ending|conclude|concludes|concluding|through|thru|until|till|to|and\s+including)\s+(?:on\s+|at\s+|as\s+of\s+)?(?:(?:the\s+)?close\s+of\s+business\s+(?:on\s+)?|midnight\s+(?:on\s+)?|11:59\s*(?:p\.?m\.?)?\s*(?:[a-z]+\s+time\s+)?(?:on\s+)?)?({DATE})",
     )
 });
 /// "continue (in full force and effect) for a period of <duration>", "remain valid for <duration>".
@@ -1208,12 +1208,12 @@ static EX_TERM_IS: LazyLock<Regex> = LazyLock::new(|| {
 });
 /// "for an initial term of <duration>".
 static EX_FOR_TERM: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(?i)\bfor\s+an?\s+(?:initial\s+)?(?:term|period)\s+of\s+({DUR})"));
+    LazyLock::new(|| re(r"(?i)\b(?:for|have)\s+an?\s+(?:initial\s+)?(?:term|period)\s+of\s+({DUR})"));
 /// "shall end fifteen months therefrom", "continue until five (5) years following the Effective
 /// Date", "expires in five (5) years from ...".
 static EX_END_AFTER: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:end|ends|expire|expires|terminate|terminates|(?:continue|continues|remain|remains)(?:\s+in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?)?\s+until|(?:expire|expires|end|ends)\s+in)\s+({DUR})\s+(?:after|from|following|therefrom|thereafter|later)\b",
+        r"(?i)\b(?:end|ends|ending|expire|expires|terminate|terminates|(?:continue|continues|remain|remains)(?:\s+in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?)?\s+until|(?:expire|expires|end|ends)\s+in)\s+({DUR})\s+(?:after|from|following|therefrom|thereafter|later|subsequent\s+to)\b",
     )
 });
 /// "until the fifth anniversary of the Effective Date".
@@ -1225,7 +1225,7 @@ static EX_ANNIVERSARY: LazyLock<Regex> = LazyLock::new(|| {
 /// An agreement with no fixed end.
 static EX_PERPETUAL: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:continue|continues|remain|remains|be|is)\s+(?:in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?\s+|effective\s+|valid\s+|binding\s+)?(?:indefinitely|in\s+perpetuity|for\s+perpetuity|perpetual|perpetually|until\s+(?:it\s+is\s+)?terminated\b|until\s+(?:either|one|a|any)\s+(?:party|of\s+the\s+parties)\s+(?:gives|provides|informs|notifies|terminates|elects))|\b(?:end|expire|terminate)s?\s+(?:only\s+)?when\s+terminated\b|\bfor\s+an?\s+(?:unlimited|indefinite)\s+(?:period|term|duration)\b|\bperpetual\s+term\b|\bno\s+fixed\s+term\b",
+        r"(?i)\b(?:continue|continues|continuing|remain|remains|endure|endures|enduring|be|is)\s+(?:in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?\s+|effective\s+|valid\s+|binding\s+)?(?:thereafter\s+)?(?:indefinitely|in\s+perpetuity|for\s+perpetuity|perpetual|perpetually|until\s+(?:it\s+is\s+)?terminated\b|(?:unless\s+and\s+)?until\s+(?:either|one|a|any)\s+(?:party|of\s+the\s+parties)\s+(?:gives|provides|informs|notifies|terminates|elects))|\b(?:end|expire|terminate)s?\s+(?:only\s+)?when\s+terminated\b|\bfor\s+an?\s+(?:unlimited|indefinite)\s+(?:period|term|duration)\b|\bperpetual\s+term\b|\bno\s+fixed\s+term\b",
     )
 });
 /// The term runs until an event: "shall continue in full force and effect until the expiration
@@ -2203,6 +2203,28 @@ mod tests {
         assert_eq!(get(text, "agreement_date").as_deref(), Some("January 22, 2007"));
         let text = "AMENDMENT\nWHEREAS, the parties have previously entered into the Agreement dated January 22, 2007, and\nWHEREAS, they wish to amend it.\nBy: X Date: August 4, 2010";
         assert_eq!(get(text, "agreement_date").as_deref(), Some("August 4, 2010"));
+    }
+
+    #[test]
+    fn expiration_forms_concluding_ending_have_a_term_and_perpetual() {
+        let text = "The term of this Agreement (the \"Term\") shall commence on the Effective Date and conclude on October 31, 2010, unless renewed by agreement.";
+        assert_eq!(get(text, "expiration_date").as_deref(), Some("October 31, 2010"));
+        let text = "The initial term of this Agreement shall be for a period beginning on the Effective Date and ending ten (10) years thereafter unless this Agreement is terminated earlier.";
+        assert_eq!(get(text, "expiration_date").as_deref(), Some("ten (10) years from the Effective Date"));
+        let text = "This Agreement shall have a term of four (4) years from the effective date first set forth above.";
+        assert_eq!(get(text, "expiration_date").as_deref(), Some("four (4) years from the effective date"));
+        let text = "This Agreement shall commence on the Effective Date and shall remain in full force and effect until one (1) year subsequent to the Effective Date.";
+        assert_eq!(get(text, "expiration_date").as_deref(), Some("one (1) year from the Effective Date"));
+        let text = "The initial term of this Agreement commences on the Effective Date and will continue in effect until five (5) year(s) from such date.";
+        assert_eq!(get(text, "expiration_date").as_deref(), Some("five (5) year(s) from such date"));
+        for text in [
+            "This Agreement will become effective as of the date first written above and will continue in effect thereafter until terminated pursuant to Paragraph 4.2 below.",
+            "\"Term\" means the period of time commencing on the Effective Date and continuing thereafter indefinitely until this Agreement is terminated.",
+            "The licence shall become effective upon execution of this AGREEMENT and shall endure indefinitely unless terminated under clause 6.",
+            "Your employment under this agreement shall commence on 26 September 2019 and shall continue unless and until either party gives notice to the other.",
+        ] {
+            assert_eq!(get(text, "expiration_date").as_deref(), Some("perpetual"), "{text}");
+        }
     }
 
     #[test]
