@@ -1132,13 +1132,13 @@ static TERM_OR_AGREEMENT: LazyLock<Regex> =
 /// The agreement takes effect when the last party signs.
 static ED_ON_SIGNATURE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:effective|takes?\s+effect|enters?\s+into\s+force|comes?\s+into\s+(?:force|effect)|becomes?\s+effective)\b[^.;]{0,40}?\b(?:(?:the\s+)?last\s+date\s+signed|(?:the\s+)?date\s+of\s+(?:its\s+)?signature|(?:the\s+)?signatures?\s+and\s+seals?|upon\s+(?:the\s+)?signatures?\b)",
+        r"(?i)\b(?:effective|takes?\s+effect|enters?\s+into\s+(?:force|effect)|comes?\s+into\s+(?:force|effect)|becomes?\s+effective)\b[^.;]{0,40}?\b(?:(?:the\s+)?last\s+date\s+signed|(?:the\s+)?date\s+of\s+(?:its\s+|the\s+)?(?:(?:last|final|most\s+recent)\s+(?:final\s+)?)?signature|(?:the\s+)?signatures?\s+and\s+seals?|upon\s+(?:the\s+)?signatures?\b|(?:when|upon|on\s+the\s+date)\s+(?:it\s+is\s+|this\s+agreement\s+is\s+|this\s+agreement\s+has\s+been\s+)?(?:signed|executed)\s+by\s+(?:both|all|each|the)\b|(?:the\s+)?later\s+of\s+the\s+(?:two\s+)?(?:signature\s+)?dates\b)",
     )
 });
 /// The effective date is the agreement's own date.
 static ED_SAME_AS_AGREEMENT: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r#"(?i)"?\beffective\s+date"?\)?\s*(?:shall\s+)?(?:mean|means|is|shall\s+be)\s+the\s+date\s+(?:first\s+)?(?:above\s+written|written\s+above|set\s+forth\s+above|(?:first\s+)?(?:written|set\s+forth)\s+above|hereof|of\s+this\s+agreement)|\b(?:effective|into\s+force|into\s+effect|(?:this\s+agreement|the\s+term|initial\s+term)\b[^.;()]{0,40}?\b(?:commence|commences|commencing|begin|begins|beginning))\s+(?:as\s+of\s+|on\s+|from\s+|upon\s+)?(?:the\s+)?(?:date\s+(?:first\s+)?(?:above\s+written|written\s+above|set\s+forth\s+above|hereof|of\s+(?:the\s+|this\s+)?agreement|of\s+execution(?:\s+(?:hereof|of\s+this\s+agreement))?)|first\s+date\s+(?:above\s+written|written\s+above)|day\s+and\s+year\s+first\s+(?:above\s+written|written\s+above)|execution\s+date)"#,
+        r#"(?i)"?\b(?:effective|commencement)\s+date"?\)?\s*(?:shall\s+)?(?:mean|means|is|shall\s+be)\s+the\s+date\s+(?:first\s+)?(?:above\s+written|written\s+above|set\s+forth\s+above|(?:first\s+)?(?:written|set\s+forth)\s+above|hereof|of\s+this\s+agreement)|\b(?:effective|into\s+force|into\s+effect|(?:this\s+agreement|the\s+term|initial\s+term)\b(?:[^.;()]|\([^()]{0,30}\)){0,60}?\b(?:commence|commences|commencing|begin|begins|beginning))\s+(?:as\s+of\s+|on\s+|from\s+|upon\s+)?(?:the\s+)?(?:date\s+(?:first\s+)?(?:above\s+written|written\s+above|set\s+forth\s+above|hereof|of\s+(?:the\s+|this\s+)?agreement|of\s+execution(?:\s+(?:hereof|of\s+this\s+agreement))?)|first\s+date\s+(?:above\s+written|written\s+above)|day\s+and\s+year\s+first\s+(?:above\s+written|written\s+above)|execution\s+date|execution\s+of\s+this\s+(?:agreement|document))"#,
     )
 });
 
@@ -2225,6 +2225,25 @@ mod tests {
         ] {
             assert_eq!(get(text, "expiration_date").as_deref(), Some("perpetual"), "{text}");
         }
+    }
+
+    #[test]
+    fn effective_date_on_the_last_signature_and_on_the_agreements_date() {
+        let head = "This Agreement is made as of March 3, 2003 between A Inc. (\"A\") and B LLC (\"B\"). ";
+        for tail in [
+            "\"Effective Date\" means the date of last signature on this Agreement.",
+            "\"Effective Date\" is the date of the most recent final signature on this Agreement.",
+            "This Agreement shall enter into effect on the date it is signed by both parties as shown below.",
+            "This Agreement shall be effective on the later of the dates that it is executed by A and B.",
+            "The term of this Agreement (the \"Term\") will begin on the date hereof (the \"Commencement Date\").",
+            "This agreement commences upon execution of this document.",
+            "Commencement Date means the date of this Agreement.",
+        ] {
+            assert_eq!(get(&format!("{head}{tail}"), "effective_date").as_deref(), Some("March 3, 2003"), "{tail}");
+        }
+        // a period that is not the agreement's term still does not date it
+        let text = format!("{head}During the period commencing on the date hereof, B shall vote its shares.");
+        assert_eq!(get(&text, "effective_date"), None);
     }
 
     #[test]
