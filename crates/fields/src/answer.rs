@@ -62,9 +62,9 @@ pub fn interpret(field: &Field, raw: Option<&str>) -> Outcome {
 /// The expiration date resolved from a term ("five years from the Effective Date"), counted
 /// from the effective date, else the agreement date; where neither is a whole date, from the
 /// first that gives a year ("________, 2020": [`resolve_end_partial`]). Checked against a
-/// whole start: a
-/// contract does not expire the day it starts, so a date on the start (the small model's
-/// answer where the text gives no end: the date it read at the top) is not an expiration date.
+/// whole start: a contract does not expire the day it starts, so a date on the start (the small
+/// model's answer where the text gives no end: the date it read at the top) is not an
+/// expiration date.
 /// Of the 206 training contracts whose CUAD answers give both dates, none expires on its start
 /// (two before it, an amendment and one whose CUAD date precedes its effective date: a date
 /// before the start is kept).
@@ -292,6 +292,14 @@ mod tests {
         let eff = interpret(field("effective_date").unwrap(), Some("April 1, 2007"));
         let got = resolve_expiration(exp, Some(&eff), None);
         assert_eq!(got, Outcome::Answered(Value::Date { date: NaiveDate::from_ymd_opt(2022, 4, 1).unwrap() }));
+        // a template's start left blank but for its year: the end is as precise as the start
+        let exp = interpret(field("expiration_date").unwrap(), Some("two years from the date hereof"));
+        let agr = interpret(field("agreement_date").unwrap(), Some("as of ____________, 2020"));
+        let got = resolve_expiration(exp.clone(), None, Some(&agr));
+        assert_eq!(got, Outcome::Answered(Value::PartialDate { year: 2022, month: None }));
+        // a whole date wins over a partial one, whichever field holds it
+        let got = resolve_expiration(exp, Some(&agr), Some(&eff));
+        assert_eq!(got, Outcome::Answered(Value::Date { date: NaiveDate::from_ymd_opt(2009, 4, 1).unwrap() }));
     }
 
     #[test]
