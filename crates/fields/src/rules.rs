@@ -503,6 +503,10 @@ fn document_name(text: &str) -> Option<Found> {
             first = i - 1;
         }
     }
+    // "FORM OF" on a line of its own above the title is part of it, as on one line
+    if first == i && i > 0 && TITLE_FORM_OF.is_match(lines[i - 1].body) {
+        first = i - 1;
+    }
     let mut last = i;
     let mut joined: Vec<&str> = lines[first..=i].iter().map(|l| l.body).collect();
     while last + 1 < lines.len() && last < i + 3 {
@@ -536,6 +540,7 @@ fn document_name(text: &str) -> Option<Found> {
 }
 
 static TITLE_TO: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bto\b"));
+static TITLE_FORM_OF: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)^\s*form\s+of\s*:?\s*$"));
 /// A company's name before the title ("NETZEE, INC. MAINTENANCE AGREEMENT").
 static TITLE_COMPANY_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -2244,6 +2249,14 @@ mod tests {
         // a period that is not the agreement's term still does not date it
         let text = format!("{head}During the period commencing on the date hereof, B shall vote its shares.");
         assert_eq!(get(&text, "effective_date"), None);
+    }
+
+    #[test]
+    fn a_form_of_line_above_the_title_belongs_to_it() {
+        let text = "Exhibit 2.7\nFORM OF\nTRADEMARK LICENSE AGREEMENT\nTHIS TRADEMARK LICENSE AGREEMENT (this \"Agreement\") is made between A Inc. (\"A\") and B Corp. (\"B\").";
+        assert_eq!(get(text, "document_name").as_deref(), Some("FORM OF TRADEMARK LICENSE AGREEMENT"));
+        let text = "Exhibit 10.4\nFORM OF TRANSFER AND SERVICING AGREEMENT\namong\nX TRUST";
+        assert_eq!(get(text, "document_name").as_deref(), Some("FORM OF TRANSFER AND SERVICING AGREEMENT"));
     }
 
     #[test]
