@@ -6,8 +6,7 @@
 # /proc/stat over each run, model load included, then the run's stage table)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-source ~/.cache/docpipe/run/env.sh
-export LIBTORCH=$HOME/.cache/docpipe/libtorch-2.11.0/torch LD_LIBRARY_PATH=$HOME/.cache/docpipe/libtorch-2.11.0/torch/lib
+source "${DOCPIPE_HOME:-$HOME/.cache/docpipe}/run/env.sh"
 n=$1; shift
 mapfile -t files < <(find ../shared/corpus/contracts -maxdepth 1 -name '*.pdf' | sort | head -n "$n")
 cpu() { awk '/^cpu /{print $2+$3, $4, $5+$6, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }

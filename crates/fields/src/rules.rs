@@ -493,7 +493,10 @@ fn document_name(text: &str) -> Option<Found> {
     let mut first = i;
     let cur = &lines[i];
     let short_upper = cur.body.split_whitespace().count() <= 2 && all_upper(cur.body);
-    if i > 0 && (short_upper || TITLE_GLUE.contains(&first_word_lower(cur.body).as_str())) {
+    // a fragment above a short title or one that starts with a joining word, and "FORM OF" on a
+    // line of its own, are part of the title ("FORM OF" / "TRADEMARK LICENSE AGREEMENT")
+    let form_of_above = i > 0 && TITLE_FORM_OF.is_match(lines[i - 1].body);
+    if i > 0 && (short_upper || form_of_above || TITLE_GLUE.contains(&first_word_lower(cur.body).as_str())) {
         let p = &lines[i - 1];
         let fragment = p.usable
             && all_upper(p.body)
@@ -502,10 +505,6 @@ fn document_name(text: &str) -> Option<Found> {
         if fragment {
             first = i - 1;
         }
-    }
-    // "FORM OF" on a line of its own above the title is part of it, as on one line
-    if first == i && i > 0 && TITLE_FORM_OF.is_match(lines[i - 1].body) {
-        first = i - 1;
     }
     let mut last = i;
     let mut joined: Vec<&str> = lines[first..=i].iter().map(|l| l.body).collect();
