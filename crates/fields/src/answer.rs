@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::normalize::{normalize, resolve_end, resolve_end_partial, tidy_party_list, Party, Value};
+use crate::normalize::{
+    normalize, resolve_end, resolve_end_partial, resolve_end_unfilled, tidy_party_list, Party, Value,
+};
 use crate::rules::{self, Found};
 use crate::{Field, Kind, Policy, Source, FIELDS};
 
@@ -31,11 +33,12 @@ pub fn interpret(field: &Field, raw: Option<&str>) -> Outcome {
         (Kind::Parties, Value::Parties { parties }) => {
             parties.iter().any(|p| !p.name.is_empty() || !p.roles.is_empty())
         }
-        (Kind::Date, Value::Date { .. } | Value::PartialDate { .. }) => true,
+        (Kind::Date, Value::Date { .. } | Value::PartialDate { .. } | Value::UnfilledDate { .. }) => true,
         (
             Kind::EndDate,
             Value::Date { .. }
             | Value::PartialDate { .. }
+            | Value::UnfilledDate { .. }
             | Value::Perpetual
             | Value::UntilTerminated
             | Value::Relative { .. },
@@ -61,35 +64,35 @@ pub fn interpret(field: &Field, raw: Option<&str>) -> Outcome {
 
 /// The expiration date resolved from a term ("five years from the Effective Date"), counted
 /// from the effective date, else the agreement date; where neither is a whole date, from the
-/// first that gives a year ("________, 2020": [`resolve_end_partial`]). Checked against a
-/// whole start: a contract does not expire the day it starts, so a date on the start (the small
-/// model's answer where the text gives no end: the date it read at the top) is not an
-/// expiration date.
+/// first that gives a year ("________, 2020": [`resolve_end_partial`]); where neither gives a
+/// year, from the first that gives a day or month without one ("this 30th day of April":
+/// [`resolve_end_unfilled`]). Checked against a whole start: a contract does not expire the day
+/// it starts, so a date on the start (the small model's answer where the text gives no end: the
+/// date it read at the top) is not an expiration date.
 /// Of the 206 training contracts whose CUAD answers give both dates, none expires on its start
 /// (two before it, an amendment and one whose CUAD date precedes its effective date: a date
 /// before the start is kept).
 pub fn resolve_expiration(expiration: Outcome, effective: Option<&Outcome>, agreement: Option<&Outcome>) -> Outcome {
-    let date_of = |o: Option<&Outcome>| match o {
-        Some(Outcome::Answered(Value::Date { date })) => Some(*date),
+    let answered = |o: Option<&Outcome>| match o {
+        Some(Outcome::Answered(v)) => Some(v.clone()),
         _ => None,
     };
-    let partial_of = |o: Option<&Outcome>| match o {
-        Some(Outcome::Answered(Value::PartialDate { year, month })) => Some((*year, *month)),
-        _ => None,
-    };
-    let start = date_of(effective).or(date_of(agreement));
-    let partial_start = partial_of(effective).or(partial_of(agreement));
-    match (expiration, partial_start) {
-        (Outcome::Answered(v), Some((year, month))) if start.is_none() => {
-            Outcome::Answered(resolve_end_partial(v, year, month))
-        }
-        (Outcome::Answered(v), _) => match (resolve_end(v, start), start) {
-            (Value::Date { date }, Some(start)) if date == start => {
+    let (effective, agreement) = (answered(effective), answered(agreement));
+    let first = |pick: fn(&Value) -> bool| [&effective, &agreement].into_iter().flatten().find(|v| pick(v)).cloned();
+    let start = first(|v| matches!(v, Value::Date { .. }))
+        .or_else(|| first(|v| matches!(v, Value::PartialDate { .. })))
+        .or_else(|| first(|v| matches!(v, Value::UnfilledDate { .. })));
+    let Outcome::Answered(v) = expiration else { return expiration };
+    match start {
+        Some(Value::Date { date: start }) => match resolve_end(v, Some(start)) {
+            Value::Date { date } if date == start => {
                 Outcome::Invalid(format!("expires {date}, the day the agreement starts: not an expiration date"))
             }
-            (v, _) => Outcome::Answered(v),
+            v => Outcome::Answered(v),
         },
-        (other, _) => other,
+        Some(Value::PartialDate { year, month }) => Outcome::Answered(resolve_end_partial(v, year, month)),
+        Some(Value::UnfilledDate { month, day }) => Outcome::Answered(resolve_end_unfilled(v, month, day)),
+        _ => Outcome::Answered(resolve_end(v, None)),
     }
 }
 
@@ -298,8 +301,17 @@ mod tests {
         let got = resolve_expiration(exp.clone(), None, Some(&agr));
         assert_eq!(got, Outcome::Answered(Value::PartialDate { year: 2022, month: None }));
         // a whole date wins over a partial one, whichever field holds it
-        let got = resolve_expiration(exp, Some(&agr), Some(&eff));
+        let got = resolve_expiration(exp.clone(), Some(&agr), Some(&eff));
         assert_eq!(got, Outcome::Answered(Value::Date { date: NaiveDate::from_ymd_opt(2009, 4, 1).unwrap() }));
+        // a start without its year: the end keeps the day and month a whole number of years on
+        let blank = interpret(field("effective_date").unwrap(), Some("30th day of April"));
+        let got = resolve_expiration(exp.clone(), Some(&blank), None);
+        assert_eq!(got, Outcome::Answered(Value::UnfilledDate { month: Some(4), day: Some(30) }));
+        let got = resolve_expiration(exp, Some(&blank), Some(&agr));
+        assert_eq!(got, Outcome::Answered(Value::PartialDate { year: 2022, month: None }));
+        let six = interpret(field("expiration_date").unwrap(), Some("six months after the Effective Date"));
+        let got = resolve_expiration(six, Some(&blank), None);
+        assert_eq!(got, Outcome::Answered(Value::UnfilledDate { month: Some(10), day: Some(30) }));
     }
 
     #[test]

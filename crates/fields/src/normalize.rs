@@ -37,6 +37,15 @@ pub enum Value {
         /// The month (1–12), when known.
         month: Option<u32>,
     },
+    /// A date the contract leaves blank or gives without its year, as templates do: "this ____
+    /// day of ______, 20__", "dated as of [●]", "made this 30th day of April (the "Effective
+    /// Date")"; CUAD's `[]/[]/20[]`, `04/30/[]`.
+    UnfilledDate {
+        /// The month (1–12), when written.
+        month: Option<u32>,
+        /// The day of the month, when written.
+        day: Option<u32>,
+    },
     /// A length of time (a renewal term, a notice period).
     Duration {
         /// The length.
@@ -139,13 +148,14 @@ impl Duration {
 }
 
 impl Value {
-    /// The variant's name as stored in SQL: "none", "date", "partial_date", "duration",
+    /// The variant's name as stored in SQL: "none", "date", "partial_date", "unfilled_date", "duration",
     /// "perpetual", "until_terminated", "relative", "jurisdiction", "parties", "text".
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::None => "none",
             Value::Date { .. } => "date",
             Value::PartialDate { .. } => "partial_date",
+            Value::UnfilledDate { .. } => "unfilled_date",
             Value::Duration { .. } => "duration",
             Value::Perpetual => "perpetual",
             Value::UntilTerminated => "until_terminated",
@@ -157,7 +167,8 @@ impl Value {
     }
 
     /// The canonical text users read and SQL compares: ISO date (`"2007-04-06"`), partial date
-    /// (`"2009"`, `"2014-06"`), ISO duration (`"P1Y"`), `"perpetual"`, `"until_terminated"`,
+    /// (`"2009"`, `"2014-06"`), unfilled date (ISO 8601's forms without a year: `"--04-30"`,
+    /// `"--04"`, `"---30"`; `"blank"` when nothing of it is written), ISO duration (`"P1Y"`), `"perpetual"`, `"until_terminated"`,
     /// relative term (`"P5Y from Effective Date"`), jurisdiction code (`"US-DE"`), party names
     /// joined by `"; "` (a party without a name shows its first role), the text. `None` → `""`.
     pub fn canonical(&self) -> String {
@@ -166,6 +177,10 @@ impl Value {
             Value::Date { date } => date.format("%Y-%m-%d").to_string(),
             Value::PartialDate { year, month: Some(m) } => format!("{year:04}-{m:02}"),
             Value::PartialDate { year, month: None } => format!("{year:04}"),
+            Value::UnfilledDate { month: Some(m), day: Some(d) } => format!("--{m:02}-{d:02}"),
+            Value::UnfilledDate { month: Some(m), day: None } => format!("--{m:02}"),
+            Value::UnfilledDate { month: None, day: Some(d) } => format!("---{d:02}"),
+            Value::UnfilledDate { month: None, day: None } => "blank".to_string(),
             Value::Duration { duration } => duration.to_iso(),
             Value::Perpetual => "perpetual".to_string(),
             Value::UntilTerminated => "until_terminated".to_string(),
@@ -463,6 +478,48 @@ static PARTIAL_BLANK_YEAR: LazyLock<Regex> = LazyLock::new(|| {
 /// A bare year: `2009`, `the year 2009`.
 static PARTIAL_YEAR_ONLY: LazyLock<Regex> =
     LazyLock::new(|| regex(r"(?i)^\s*(?:the\s+)?(?:year\s+)?(?P<y>\d{4})\s*\.?\s*$"));
+
+/// CUAD's dates whose year is left blank: `[]/[]/20[]`, `04/30/[]`, `[]/[]/[][]`, `09/14/200[]`.
+static UNFILLED_BRACKETS: LazyLock<Regex> = LazyLock::new(|| {
+    regex(r"(?:\b(?P<m>\d{1,2})|\[\s*\])\s*/\s*(?:(?P<d>\d{1,2})\b|\[\s*\])\s*/\s*\d{0,3}\[[\s\[\]]*\]")
+});
+/// A year written in full: with it, a date is a date or a partial date, not an unfilled one.
+static FULL_YEAR: LazyLock<Regex> = LazyLock::new(|| regex(r"\b(?:1[89]|20)\d{2}\b"));
+/// A blank to fill in (`____`, `[●]`, `[*]`, `[Date]`), or a year cut to its century after a
+/// comma where the text lost the blank ("this day of , 20").
+static BLANK_MARK: LazyLock<Regex> =
+    LazyLock::new(|| regex(r"(?i)_{2,}|\[[^\]\d\n]{0,5}\]|\b(?:19|20)\s*_|,\s*(?:19|20)\s*\.?\s*$"));
+/// The day and month of a date without its year: `30th day of April`, `first day of
+/// December`, `April 30`, `day of June`, `June ___`.
+static DAY_MONTH: LazyLock<Regex> = LazyLock::new(|| {
+    regex(&format!(
+        r"(?i)(?:\b(?P<d>\d{{1,2}}(?:st|nd|rd|th)?|(?:{ORD_WORD}))\s+)?\bday\s+of\s+(?P<m>{MONTH})\b|\b(?P<m2>{MONTH})\b\.?\s*(?:(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?\b|_|\[)"
+    ))
+});
+
+/// A date left blank or without its year ([`Value::UnfilledDate`]): the month and day that are
+/// written. CUAD's bracket form always counts; text counts when it writes no full year and
+/// either holds a blank or gives both a day and a month.
+fn find_unfilled_date(s: &str) -> Option<(Option<u32>, Option<u32>)> {
+    if let Some(c) = UNFILLED_BRACKETS.captures(s) {
+        let month = num(&c, "m").filter(|m| (1..=12).contains(m));
+        let day = num(&c, "d").filter(|d| (1..=31).contains(d));
+        return Some((month, day));
+    }
+    if FULL_YEAR.is_match(s) {
+        return None;
+    }
+    let (mut month, mut day) = (None, None);
+    if let Some(c) = DAY_MONTH.captures(s) {
+        month = cap(&c, "m").or_else(|| cap(&c, "m2")).and_then(month_of);
+        day = cap(&c, "d")
+            .or_else(|| cap(&c, "d2"))
+            .and_then(ordinal_value)
+            .and_then(|d| u32::try_from(d).ok())
+            .filter(|d| (1..=31).contains(d));
+    }
+    (BLANK_MARK.is_match(s) || (month.is_some() && day.is_some())).then_some((month, day))
+}
 
 /// Two-digit years: 00–49 → 20xx, 50–99 → 19xx.
 fn year_of(s: &str) -> Option<i32> {
@@ -1492,12 +1549,21 @@ fn first_at(re: &Regex, s: &str) -> Option<usize> {
 }
 
 fn normalize_date(text: String) -> Value {
-    if let Some((_, _, date)) = find_date(&text) {
+    if UNFILLED_BRACKETS.is_match(&text) {
+        unfilled_or_text(text)
+    } else if let Some((_, _, date)) = find_date(&text) {
         Value::Date { date }
     } else if let Some((year, month)) = find_partial_date(&text) {
         Value::PartialDate { year, month }
     } else {
-        Value::Text { text }
+        unfilled_or_text(text)
+    }
+}
+
+fn unfilled_or_text(text: String) -> Value {
+    match find_unfilled_date(&text) {
+        Some((month, day)) => Value::UnfilledDate { month, day },
+        None => Value::Text { text },
     }
 }
 
@@ -1523,6 +1589,9 @@ fn normalize_duration(text: String) -> Value {
 /// Whichever of a relative term with a named anchor, a date, perpetual or until-terminated is
 /// written first; then a bare duration (relative to "start"); then a partial date.
 fn normalize_end_date(text: String) -> Value {
+    if UNFILLED_BRACKETS.is_match(&text) {
+        return unfilled_or_text(text);
+    }
     let mut candidates: Vec<(usize, Value)> = Vec::new();
     if let Some((start, duration, from, date)) = find_relative(&text) {
         let v = match date.and_then(|d| duration.add_to(d)) {
@@ -1548,7 +1617,7 @@ fn normalize_end_date(text: String) -> Value {
     }
     match find_partial_date(&text) {
         Some((year, month)) => Value::PartialDate { year, month },
-        None => Value::Text { text },
+        None => unfilled_or_text(text),
     }
 }
 
@@ -1560,11 +1629,13 @@ fn normalize_end_date(text: String) -> Value {
 ///
 /// - [`Kind::Text`] → the text, whitespace collapsed.
 /// - [`Kind::Parties`] → [`parse_parties`].
-/// - [`Kind::Date`] → a date, else a partial date, else text.
+/// - [`Kind::Date`] → a date, else a partial date, else an unfilled date (a template's blank,
+///   a day and month without a year), else text.
 /// - [`Kind::EndDate`] → the first written of a date, "perpetual", "until terminated" or a term
 ///   from a named anchor ("five years from the Effective Date", "the fifth anniversary of the
 ///   Effective Date" → [`Value::Relative`]; resolved to a date when the anchor is a written
-///   date); else a bare duration (relative to "start"); else a partial date; else text.
+///   date); else a bare duration (relative to "start"); else a partial date; else an unfilled
+///   date; else text.
 /// - [`Kind::Duration`] → the first written of "perpetual"/"indefinitely", "until terminated"
 ///   or a duration; else text.
 /// - [`Kind::Jurisdiction`] → [`parse_jurisdiction`], else text.
@@ -1618,6 +1689,24 @@ pub fn resolve_end_partial(value: Value, year: i32, month: Option<u32>) -> Value
     resolved.unwrap_or(value)
 }
 
+/// Resolve an end date from a start the template leaves without its year ("this 30th day of
+/// April", "this ____ day of ______, 20__"): a [`Value::Relative`] or [`Value::Duration`] gives
+/// the [`Value::UnfilledDate`] that much later, as CUAD answers such contracts (`04/30/[]` +
+/// three years → `04/30/[]`): the month moves by the term's months where it is known, the day
+/// stays where the term has no days or weeks. Other values (and overflow) come back unchanged.
+pub fn resolve_end_unfilled(value: Value, month: Option<u32>, day: Option<u32>) -> Value {
+    let (Value::Relative { duration, .. } | Value::Duration { duration }) = &value else {
+        return value;
+    };
+    let shift = duration.total_months() % 12;
+    let month = month.filter(|m| (1..=12).contains(m)).map(|m| {
+        // in range: (m - 1 + shift) % 12 < 12
+        ((u64::from(m) - 1 + shift) % 12) as u32 + 1
+    });
+    let day = day.filter(|_| duration.total_days() == 0);
+    Value::UnfilledDate { month, day }
+}
+
 /// Resolve an end date: a [`Value::Relative`] or [`Value::Duration`] plus a known effective /
 /// start date gives the [`Value::Date`] that much later. Other values (and overflow) come back
 /// unchanged.
@@ -1662,7 +1751,8 @@ fn date_matches_partial(date: &NaiveDate, year: i32, month: Option<u32>) -> bool
 /// The evaluation's equality.
 ///
 /// Dates: same day. Partial dates: same year, and same month when both have one; a full date
-/// matches a partial one when the year (and the partial's month) agree. Durations:
+/// matches a partial one when the year (and the partial's month) agree. Unfilled dates: the
+/// same month and day written (or both left blank). Durations:
 /// [`Duration::same_length`]; relative terms: same-length durations (anchors ignored).
 /// Perpetual and until-terminated equal themselves. Jurisdictions: same code. Parties:
 /// [`parties_f1`] ≥ 0.8. Text: equal ignoring case, whitespace and punctuation, or one contains
@@ -1679,6 +1769,7 @@ pub fn same_answer(a: &Value, b: &Value) -> bool {
         (V::Date { date }, V::PartialDate { year, month }) | (V::PartialDate { year, month }, V::Date { date }) => {
             date_matches_partial(date, *year, *month)
         }
+        (V::UnfilledDate { month: ma, day: da }, V::UnfilledDate { month: mb, day: db }) => ma == mb && da == db,
         (V::Duration { duration: x }, V::Duration { duration: y }) => x.same_length(y),
         (V::Relative { duration: x, .. }, V::Relative { duration: y, .. }) => x.same_length(y),
         (V::Jurisdiction { code: x, .. }, V::Jurisdiction { code: y, .. }) => x.eq_ignore_ascii_case(y),
@@ -1784,6 +1875,47 @@ mod tests {
         assert_eq!(parse_date("the Licensee may 30 days"), None);
         assert_eq!(parse_date(""), None);
         assert_eq!(parse_date("4/6/200"), None);
+    }
+
+    #[test]
+    fn unfilled_dates() {
+        let u = |month, day| Value::UnfilledDate { month, day };
+        // CUAD's forms: the year left blank, whatever else is written
+        assert_eq!(normalize(Kind::Date, "[]/[]/20[]"), u(None, None));
+        assert_eq!(normalize(Kind::Date, "[]/[]/19[]"), u(None, None));
+        assert_eq!(normalize(Kind::Date, "[]/[]/[][]"), u(None, None));
+        assert_eq!(normalize(Kind::Date, "[]/[]/[]"), u(None, None));
+        assert_eq!(normalize(Kind::Date, "04/30/[]"), u(Some(4), Some(30)));
+        assert_eq!(normalize(Kind::Date, "09/14/200[]"), u(Some(9), Some(14)));
+        // as contracts write them
+        assert_eq!(normalize(Kind::Date, "this _____ day of _________, 20___"), u(None, None));
+        assert_eq!(normalize(Kind::Date, "this day of ___________________, 19__"), u(None, None));
+        assert_eq!(normalize(Kind::Date, "this day of , 20"), u(None, None));
+        assert_eq!(normalize(Kind::Date, "[●]"), u(None, None));
+        assert_eq!(normalize(Kind::Date, "[Date]"), u(None, None));
+        assert_eq!(normalize(Kind::Date, "____________"), u(None, None));
+        assert_eq!(normalize(Kind::Date, "30th day of April"), u(Some(4), Some(30)));
+        assert_eq!(normalize(Kind::Date, "the 1st day of December,"), u(Some(12), Some(1)));
+        assert_eq!(normalize(Kind::Date, "14 day of SEPTEMBER, 200_"), u(Some(9), Some(14)));
+        assert_eq!(normalize(Kind::Date, "the first day of June, 20__"), u(Some(6), Some(1)));
+        assert_eq!(normalize(Kind::EndDate, "4/30/[][]"), u(Some(4), Some(30)));
+        assert_eq!(normalize(Kind::EndDate, "09/14/20[]"), u(Some(9), Some(14)));
+        assert_eq!(normalize(Kind::Date, "09/14/20[]"), u(Some(9), Some(14)));
+        // not unfilled: a year is known, or nothing says a date was left out
+        assert_eq!(normalize(Kind::Date, "[]/[]/2020"), Value::PartialDate { year: 2020, month: None });
+        assert_eq!(normalize(Kind::Date, "5/[]/09"), Value::PartialDate { year: 2009, month: Some(5) });
+        assert_eq!(normalize(Kind::Date, "as of ______, 2020"), Value::PartialDate { year: 2020, month: None });
+        assert_eq!(normalize(Kind::Date, "April"), Value::Text { text: "April".into() });
+        assert_eq!(normalize(Kind::Date, "upon signature"), Value::Text { text: "upon signature".into() });
+        // equality and the stored forms
+        assert!(same_answer(&u(Some(4), Some(30)), &normalize(Kind::Date, "made this 30th day of April (the")));
+        assert!(!same_answer(&u(Some(4), Some(30)), &u(None, None)));
+        assert!(!same_answer(&u(None, None), &Value::None));
+        assert_eq!(u(Some(4), Some(30)).canonical(), "--04-30");
+        assert_eq!(u(Some(4), None).canonical(), "--04");
+        assert_eq!(u(None, Some(30)).canonical(), "---30");
+        assert_eq!(u(None, None).canonical(), "blank");
+        assert_eq!(u(None, None).type_name(), "unfilled_date");
     }
 
     #[test]

@@ -321,6 +321,17 @@ static DATE: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// A date the template leaves blank, or writes without its year: "this _____ day of _________,
+/// 20___", "this day of , 20" (the blanks lost), "________ day of ____, in the year ____", "30th
+/// day of April" (the caller checks that no year follows).
+static UNFILLED: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        r"(?:(?:\b{ORD}|{BLANK}|\bthis|\b(?:{ORD_WORD}))\s+day\s+of\s*(?:{MONTH}|{BLANK})?\s*,?\s*(?:in\s+the\s+year\s*)?(?:(?:19|20)\d?\s*_+|{BLANK}|(?:19|20)\b)|\b{ORD}\s+day\s+of\s+{MONTH})"
+    )
+});
+/// What follows a date of the preamble that has no year: the definition, the parties.
+const AFTER_UNFILLED: &str = r"\s*,?\s*(?:\(|\b(?:by|between|among|is|in|and|entered|made|effective)\b|$)";
+
 const NUMWORD: &str = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred)";
 
 /// A length of time: "ninety (90) days", "(6) months", "one-year", "12 calendar months".
@@ -330,10 +341,10 @@ static DUR: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// Compiles a pattern after substituting `{DATE}` and `{DUR}`. Patterns are constants, so a
+/// Compiles a pattern after substituting `{DATE}`, `{DUR}` and `{UNFILLED}`. Patterns are constants, so a
 /// failure is a programming error caught by the tests.
 fn re(p: &str) -> Regex {
-    let p = p.replace("{DATE}", &DATE).replace("{DUR}", &DUR);
+    let p = p.replace("{DATE}", &DATE).replace("{DUR}", &DUR).replace("{UNFILLED}", &UNFILLED);
     RegexBuilder::new(&p).size_limit(64 << 20).dfa_size_limit(16 << 20).build().expect("valid built-in pattern")
 }
 
@@ -965,21 +976,37 @@ static AD_LABEL_BAD: LazyLock<Regex> = LazyLock::new(|| {
 /// "made ... as of", "entered into on", "this 5th day of", ...; else "This Agreement is dated
 /// <date>" or a "Date:" line anywhere.
 fn agreement_date(w: &Work) -> Option<DateHit> {
-    let head = w.head(6000);
-    for m in DATE_RE.find_iter(head) {
-        let sent = w.sentence(m.start(), m.end());
-        let before = w.slice(sent.start.max(m.start().saturating_sub(300)), m.start());
-        let near = w.slice(m.start().saturating_sub(40), m.start());
-        let wide = w.slice(m.start().saturating_sub(160), m.start());
-        if AD_TRIGGER.is_match(before)
-            && AD_PREFIX.is_match(near)
+    let dated = |at: usize, prefixed: bool| {
+        let sent = w.sentence(at, at);
+        let before = w.slice(sent.start.max(at.saturating_sub(300)), at);
+        let near = w.slice(at.saturating_sub(40), at);
+        let wide = w.slice(at.saturating_sub(160), at);
+        AD_TRIGGER.is_match(before)
+            && (prefixed || AD_PREFIX.is_match(near))
             && !AD_BAD_PREFIX.is_match(near)
             && !AD_OTHER_AGREEMENT.is_match(wide)
             && !AD_OTHER_DOCUMENT.is_match(wide)
             && !SOURCE_LINE.is_match(wide)
-        {
-            return Some(DateHit { raw: tidy_date(m.as_str()), evidence: sent });
-        }
+    };
+    let written = DATE_RE
+        .find_iter(w.head(6000))
+        .find(|m| dated(m.start(), false))
+        .map(|m| (m.start(), DateHit { raw: tidy_date(m.as_str()), evidence: w.sentence(m.start(), m.end()) }));
+    // a template's blank, or a day and month without a year, where the preamble dates it
+    let unfilled = AD_UNFILLED.captures_iter(w.head(6000)).find_map(|c| {
+        let (d, prefixed) = match (c.get(1), c.get(2)) {
+            (Some(d), _) => (d, false),
+            (None, Some(d)) => (d, true),
+            _ => return None,
+        };
+        let at = c.get(0)?.start();
+        dated(d.start(), prefixed)
+            .then(|| (at, DateHit { raw: tidy_date(d.as_str()), evidence: w.sentence(d.start(), d.end()) }))
+    });
+    match (written, unfilled) {
+        (Some((a, hit)), Some((b, blank))) => return Some(if b < a { blank } else { hit }),
+        (Some((_, hit)), None) | (None, Some((_, hit))) => return Some(hit),
+        (None, None) => {}
     }
     for c in AD_DATED_ANY.captures_iter(&w.s) {
         let (Some(all), Some(d)) = (c.get(0), c.get(1)) else { continue };
@@ -1014,7 +1041,24 @@ fn agreement_date(w: &Work) -> Option<DateHit> {
         .or_else(|| signature_block_date(w))
         .or_else(|| heading_date(w))
         .or_else(|| empty_blank_date(w, &AD_EMPTY_BLANK))
+        .or_else(|| {
+            // "EXECUTED this ________ day of ________, in the year ________."
+            let c = AD_SIGNED_UNFILLED.captures(&w.s)?;
+            let (all, d) = (c.get(0)?, c.get(1)?);
+            Some(DateHit { raw: tidy_date(d.as_str()), evidence: w.sentence(all.start(), d.end()) })
+        })
 }
+
+/// A date of the preamble left blank or written without its year (`{UNFILLED}`, or a bare blank
+/// after "dated", "as of", "effective"), followed by what follows such a date.
+static AD_UNFILLED: LazyLock<Regex> = LazyLock::new(|| {
+    re(&format!(
+        r"(?i)(?:({{UNFILLED}})|\b(?:dated(?:\s+as\s+of)?|as\s+of|effective(?:\s+on)?|made\s+on|entered\s+into\s+on)\s*:?\s*(?:the\s+)?({BLANK})){AFTER_UNFILLED}"
+    ))
+});
+static AD_SIGNED_UNFILLED: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)\b(?:executed|signed|done)\b[^.;]{0,80}?\b(?:on|this|as\s+of)\s+(?:this\s+|the\s+)?({UNFILLED})")
+});
 
 /// A template's date whose blank the PDF drew as a line, so the text has none: "is effective
 /// as of , 2020 (the "Effective Date")", "AGREEMENT made as of  , 2013, between": the year
@@ -1119,6 +1163,17 @@ static ED_DEFINED: LazyLock<Regex> = LazyLock::new(|| {
         r#"(?i)(?P<a>{DATE})(?:\s*,\s*(?:19|20)\d\d\b)?\s*,?\s*(?:the\s+)?\(\s*(?:the|hereinafter|herein|such\s+date|being|referred\s+to\s+as)?[^()"]{0,40}"(?:effective|commencement|start)\s+date"|"?\b(?:effective|commencement)\s+dates?"?\)?\s*(?:shall\s+mean|means|is|shall\s+be|will\s+be|:|-)\s*(?:the\s+date\s+of\s+|on\s+|as\s+of\s+)?(?P<b>{DATE})"#,
     )
 });
+/// The preamble's date left blank, or without its year, defined as the effective date: "as of
+/// [●] (the "Effective Date")", "made this 30th day of April (the "Effective Date")".
+static ED_DEFINED_UNFILLED: LazyLock<Regex> = LazyLock::new(|| {
+    re(&format!(
+        r#"(?i)(?:({{UNFILLED}})|\b(?:dated(?:\s+as\s+of)?|as\s+of|effective(?:\s+on)?)\s*:?\s*(?:the\s+)?({BLANK}))\s*,?\s*(?:the\s+)?\(\s*(?:the|hereinafter|herein|such\s+date|being|referred\s+to\s+as)?[^()"]{{0,40}}"(?:effective|commencement|start)\s+date""#
+    ))
+});
+/// "entered into effective this ____ day of ________, 19__, by and between".
+static ED_EFFECTIVE_UNFILLED: LazyLock<Regex> = LazyLock::new(|| {
+    re(&format!(r"(?i)\beffective\s+(?:as\s+of\s+|on\s+)?(?:this\s+|the\s+)?({{UNFILLED}}){AFTER_UNFILLED}"))
+});
 /// "effective as of <date>", "effective <date>".
 static ED_EFFECTIVE: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -1155,6 +1210,13 @@ fn effective_date(w: &Work, agreement: Option<&DateHit>) -> Option<Found> {
     if let Some(c) = ED_DEFINED.captures(&w.s) {
         if let (Some(all), Some(d)) = (c.get(0), c.name("a").or_else(|| c.name("b"))) {
             return Some(w.found(tidy_date(d.as_str()), w.sentence(all.start(), all.end())));
+        }
+    }
+    for pattern in [&*ED_DEFINED_UNFILLED, &*ED_EFFECTIVE_UNFILLED] {
+        if let Some(c) = pattern.captures(w.head(6000)) {
+            if let (Some(all), Some(d)) = (c.get(0), c.get(1).or_else(|| c.get(2))) {
+                return Some(w.found(tidy_date(d.as_str()), w.sentence(all.start(), all.end())));
+            }
         }
     }
     if let Some(c) = ED_EFFECTIVE.captures(&w.s) {
@@ -2281,6 +2343,43 @@ mod tests {
         assert_eq!(get(text, "agreement_date").as_deref(), Some("[ ] day of [ ], 2020"));
         let text = "THIS AGREEMENT is effective as of the [·] day of [·], 2019 between A and B.";
         assert_eq!(get(text, "agreement_date").as_deref(), Some("[·] day of [·], 2019"));
+    }
+
+    #[test]
+    fn a_date_left_without_its_year() {
+        let unfilled = |raw: &str| crate::normalize::normalize(crate::Kind::Date, raw);
+        let blank = crate::normalize::Value::UnfilledDate { month: None, day: None };
+        let text = "THIS NON-COMPETITION AGREEMENT (\"Agreement\") is made this _____ day of _________, 20___, by and between ______ (the \"Franchisee\") and ______ (the \"Member\").";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("_____ day of _________, 20___"));
+        let text = "SERVICING AGREEMENT Agreement, made as of this day of , 20 between Alpha Fund LLC (\"Alpha\") and Beta Insurance Company.";
+        assert_eq!(get(text, "agreement_date").map(|r| unfilled(&r)), Some(blank.clone()));
+        for (text, raw) in [
+            ("This Distributor Agreement (the 'Agreement') dated [*] is between Lucid Inc. and [*] ('Distributor').", "[*]"),
+            ("This Service Agreement (this \"Agreement\") is entered into as of [Date] in Beijing, China, by and between: Party A.", "[Date]"),
+            ("THIS DISTRIBUTORSHIP AGREEMENT (the \"Agreement\") is entered into and made effective as of ____________ (the \"Effective Date\"), by and between A AG and B.", "____________"),
+        ] {
+            assert_eq!(get(text, "agreement_date").as_deref(), Some(raw), "{text}");
+        }
+        assert_eq!(get("THIS DISTRIBUTORSHIP AGREEMENT is made effective as of ____________ (the \"Effective Date\") by A and B.", "effective_date").as_deref(), Some("____________"));
+        // a day and a month with no year after them, as the preamble writes them
+        let text = "CONSULTING AGREEMENT THIS AGREEMENT made this 30th day of April (the \"Effective Date\") between Slinger Bag Inc. (the \"Company\") and A. Person (the \"Consultant\").";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("30th day of April"));
+        assert_eq!(get(text, "effective_date").as_deref(), Some("30th day of April"));
+        assert_eq!(
+            unfilled("30th day of April"),
+            crate::normalize::Value::UnfilledDate { month: Some(4), day: Some(30) }
+        );
+        // at the end, where the parties were to sign
+        let text = "AFFILIATE OFFICE AGREEMENT THIS AGREEMENT is entered into by and between A, INC. and B, Inc. EXECUTED this ________ day of ______________________, in the year ____________. By: ______";
+        assert_eq!(get(text, "agreement_date").map(|r| unfilled(&r)), Some(blank));
+        // a written date first in the preamble wins; a blank party name is no date; another
+        // document's blank is not this one's
+        let text = "This Agreement is dated as of March 3, 2003 between A Inc. and ____________ (the \"Distributor\"), made this ____ day of ______, 20__.";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("March 3, 2003"));
+        let text = "This Agreement is made by and between A Corp. and ____________ (the \"Distributor\"), a corporation organized under the laws of ______ (\"State\").";
+        assert_eq!(get(text, "agreement_date"), None);
+        let text = "This Amendment amends the Supply Agreement dated as of ________ (the \"Supply Agreement\") between A and B.";
+        assert_eq!(get(text, "agreement_date"), None);
     }
 
     #[test]
