@@ -108,6 +108,9 @@ impl Work {
             }
             if let Some(j) = pending_space.take() {
                 push(&mut s, ' ', j);
+            } else if s.ends_with('_') && c.is_alphanumeric() {
+                // a blank filled in without a space ("as of _Dec. 8, 2005_"): the words stand apart
+                push(&mut s, ' ', i);
             }
             let c = match c {
                 '\u{201c}' | '\u{201d}' | '\u{201e}' | '\u{201f}' | '\u{2033}' | '\u{00ab}' | '\u{00bb}'
@@ -2372,6 +2375,10 @@ mod tests {
         // at the end, where the parties were to sign
         let text = "AFFILIATE OFFICE AGREEMENT THIS AGREEMENT is entered into by and between A, INC. and B, Inc. EXECUTED this ________ day of ______________________, in the year ____________. By: ______";
         assert_eq!(get(text, "agreement_date").map(|r| unfilled(&r)), Some(blank));
+        // a blank filled in without a space
+        let text = "THIS EXCLUSIVE DISTRIBUTOR AGREEMENT (the \"Agreement\") shall be effective as of _Dec. 8, 2005 (hereinafter \"Effective Date\"), by and between A, Inc. and B Ltd.";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("Dec. 8, 2005"));
+        assert_eq!(get(text, "effective_date").as_deref(), Some("Dec. 8, 2005"));
         // a written date first in the preamble wins; a blank party name is no date; another
         // document's blank is not this one's
         let text = "This Agreement is dated as of March 3, 2003 between A Inc. and ____________ (the \"Distributor\"), made this ____ day of ______, 20__.";
