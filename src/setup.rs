@@ -99,15 +99,31 @@ pub fn load_model_on(c: &Common, device: &str, dtype: &str, threads: i32) -> Res
     let dir = model_dir(c)?;
     let m = docpipe_ops::metrics::get();
     m.set_ready("model", Err(format!("loading {}", dir.path().display())));
-    let dev = device::resolve(device.parse().map_err(anyhow::Error::msg)?)?;
-    let precision = device::precision(dtype, dev)?;
-    if threads > 0 {
-        device::set_threads(threads);
-    }
-    let t0 = Instant::now();
-    let model = SentenceEmbedder::load(dir.path(), dev, precision)
-        .with_context(|| format!("loading model {}", dir.path().display()))?;
-    info!(model = %model.label(), device = ?dev, seconds = t0.elapsed().as_secs_f64(), "model loaded");
+    let (device, dtype, path) = (device.to_string(), dtype.to_string(), dir.path().to_path_buf());
+    // Every libtorch call of the load (the precision probe's GEMMs with `auto`, the weights'
+    // conversion) runs on a thread of its own that then exits, taking with it the OpenMP
+    // thread pool those calls started. Left beside the model thread's pool, it makes libgomp
+    // count more threads than cores and give up spinning at its barriers almost at once: the
+    // model's two threads then sleep and wake thousands of times a second, and the pipeline's
+    // forward passes ran at 0.8 of forward_bench's rate (docs/benchmarks.md).
+    let load = move || -> Result<SentenceEmbedder> {
+        let dev = device::resolve(device.parse().map_err(anyhow::Error::msg)?)?;
+        let precision = device::precision(&dtype, dev)?;
+        if threads > 0 {
+            device::set_threads(threads);
+        }
+        let t0 = Instant::now();
+        let model = SentenceEmbedder::load(&path, dev, precision)
+            .with_context(|| format!("loading model {}", path.display()))?;
+        info!(model = %model.label(), device = ?dev, seconds = t0.elapsed().as_secs_f64(), "model loaded");
+        Ok(model)
+    };
+    let model = std::thread::Builder::new()
+        .name("docpipe-load".into())
+        .spawn(load)
+        .context("starting the model's loading thread")?
+        .join()
+        .map_err(|_| anyhow::anyhow!("the model's loading thread panicked"))??;
     m.set_ready("model", Ok(()));
     Ok(model)
 }
