@@ -92,7 +92,7 @@ pub fn resolve_expiration(expiration: Outcome, effective: Option<&Outcome>, agre
         },
         Some(Value::PartialDate { year, month }) => Outcome::Answered(resolve_end_partial(v, year, month)),
         Some(Value::UnfilledDate { month, day }) => Outcome::Answered(resolve_end_unfilled(v, month, day)),
-        _ => Outcome::Answered(resolve_end(v, None)),
+        _ => Outcome::Answered(v),
     }
 }
 

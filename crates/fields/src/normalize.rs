@@ -148,8 +148,8 @@ impl Duration {
 }
 
 impl Value {
-    /// The variant's name as stored in SQL: "none", "date", "partial_date", "unfilled_date", "duration",
-    /// "perpetual", "until_terminated", "relative", "jurisdiction", "parties", "text".
+    /// The variant's name as stored in SQL: "none", "date", "partial_date", "unfilled_date",
+    /// "duration", "perpetual", "until_terminated", "relative", "jurisdiction", "parties", "text".
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::None => "none",
@@ -168,8 +168,8 @@ impl Value {
 
     /// The canonical text users read and SQL compares: ISO date (`"2007-04-06"`), partial date
     /// (`"2009"`, `"2014-06"`), unfilled date (ISO 8601's forms without a year: `"--04-30"`,
-    /// `"--04"`, `"---30"`; `"blank"` when nothing of it is written), ISO duration (`"P1Y"`), `"perpetual"`, `"until_terminated"`,
-    /// relative term (`"P5Y from Effective Date"`), jurisdiction code (`"US-DE"`), party names
+    /// `"--04"`, `"---30"`; `"blank"` when nothing of it is written), ISO duration (`"P1Y"`),
+    /// `"perpetual"`, `"until_terminated"`, relative term (`"P5Y from Effective Date"`), jurisdiction code (`"US-DE"`), party names
     /// joined by `"; "` (a party without a name shows its first role), the text. `None` → `""`.
     pub fn canonical(&self) -> String {
         match self {
@@ -501,10 +501,8 @@ static DAY_MONTH: LazyLock<Regex> = LazyLock::new(|| {
 /// written. CUAD's bracket form always counts; text counts when it writes no full year and
 /// either holds a blank or gives both a day and a month.
 fn find_unfilled_date(s: &str) -> Option<(Option<u32>, Option<u32>)> {
-    if let Some(c) = UNFILLED_BRACKETS.captures(s) {
-        let month = num(&c, "m").filter(|m| (1..=12).contains(m));
-        let day = num(&c, "d").filter(|d| (1..=31).contains(d));
-        return Some((month, day));
+    if let Some(found) = unfilled_brackets(s) {
+        return Some(found);
     }
     if FULL_YEAR.is_match(s) {
         return None;
@@ -519,6 +517,12 @@ fn find_unfilled_date(s: &str) -> Option<(Option<u32>, Option<u32>)> {
             .filter(|d| (1..=31).contains(d));
     }
     (BLANK_MARK.is_match(s) || (month.is_some() && day.is_some())).then_some((month, day))
+}
+
+/// CUAD's bracket form of a date without its year ([`UNFILLED_BRACKETS`]): month and day.
+fn unfilled_brackets(s: &str) -> Option<(Option<u32>, Option<u32>)> {
+    let c = UNFILLED_BRACKETS.captures(s)?;
+    Some((num(&c, "m").filter(|m| (1..=12).contains(m)), num(&c, "d").filter(|d| (1..=31).contains(d))))
 }
 
 /// Two-digit years: 00–49 → 20xx, 50–99 → 19xx.
@@ -1549,8 +1553,9 @@ fn first_at(re: &Regex, s: &str) -> Option<usize> {
 }
 
 fn normalize_date(text: String) -> Value {
-    if UNFILLED_BRACKETS.is_match(&text) {
-        unfilled_or_text(text)
+    // before the whole dates: `09/14/20[]` is not 2020-09-14
+    if let Some((month, day)) = unfilled_brackets(&text) {
+        Value::UnfilledDate { month, day }
     } else if let Some((_, _, date)) = find_date(&text) {
         Value::Date { date }
     } else if let Some((year, month)) = find_partial_date(&text) {
@@ -1589,8 +1594,8 @@ fn normalize_duration(text: String) -> Value {
 /// Whichever of a relative term with a named anchor, a date, perpetual or until-terminated is
 /// written first; then a bare duration (relative to "start"); then a partial date.
 fn normalize_end_date(text: String) -> Value {
-    if UNFILLED_BRACKETS.is_match(&text) {
-        return unfilled_or_text(text);
+    if let Some((month, day)) = unfilled_brackets(&text) {
+        return Value::UnfilledDate { month, day };
     }
     let mut candidates: Vec<(usize, Value)> = Vec::new();
     if let Some((start, duration, from, date)) = find_relative(&text) {
@@ -1693,7 +1698,7 @@ pub fn resolve_end_partial(value: Value, year: i32, month: Option<u32>) -> Value
 /// April", "this ____ day of ______, 20__"): a [`Value::Relative`] or [`Value::Duration`] gives
 /// the [`Value::UnfilledDate`] that much later, as CUAD answers such contracts (`04/30/[]` +
 /// three years → `04/30/[]`): the month moves by the term's months where it is known, the day
-/// stays where the term has no days or weeks. Other values (and overflow) come back unchanged.
+/// stays where the term has no days or weeks. Other values come back unchanged.
 pub fn resolve_end_unfilled(value: Value, month: Option<u32>, day: Option<u32>) -> Value {
     let (Value::Relative { duration, .. } | Value::Duration { duration }) = &value else {
         return value;

@@ -334,6 +334,17 @@ static UNFILLED: LazyLock<String> = LazyLock::new(|| {
 });
 /// What follows a date of the preamble that has no year: the definition, the parties.
 const AFTER_UNFILLED: &str = r"\s*,?\s*(?:\(|\b(?:by|between|among|is|in|and|entered|made|effective)\b|$)";
+/// A date of the preamble without its year: `{UNFILLED}` (group 1), or a bare blank after
+/// "dated", "as of", "effective" (group 2).
+static UNFILLED_OR_DATED_BLANK: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        r"(?:({{UNFILLED}})|\b(?:dated(?:\s+as\s+of)?|as\s+of|effective(?:\s+on)?|made\s+on|entered\s+into\s+on)\s*:?\s*(?:the\s+)?({BLANK}))"
+    )
+});
+/// After a date, its definition as the effective date: `(the "Effective Date")`.
+const DEFINED_EFFECTIVE: &str = r#"\s*,?\s*(?:the\s+)?\(\s*(?:the|hereinafter|herein|such\s+date|being|referred\s+to\s+as)?[^()"]{0,40}"(?:effective|commencement|start)\s+date""#;
+/// Before the date of a signature: "executed this Agreement on", "signed at Pretoria on this".
+const SIGNED_ON: &str = r"\b(?:executed|signed|done)\b[^.;]{0,80}?\b(?:on|this|as\s+of)\s+(?:this\s+|the\s+)?";
 
 const NUMWORD: &str = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred)";
 
@@ -344,8 +355,8 @@ static DUR: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// Compiles a pattern after substituting `{DATE}`, `{DUR}` and `{UNFILLED}`. Patterns are constants, so a
-/// failure is a programming error caught by the tests.
+/// Compiles a pattern after substituting `{DATE}`, `{DUR}` and `{UNFILLED}`. Patterns are
+/// constants, so a failure is a programming error caught by the tests.
 fn re(p: &str) -> Regex {
     let p = p.replace("{DATE}", &DATE).replace("{DUR}", &DUR).replace("{UNFILLED}", &UNFILLED);
     RegexBuilder::new(&p).size_limit(64 << 20).dfa_size_limit(16 << 20).build().expect("valid built-in pattern")
@@ -1054,14 +1065,9 @@ fn agreement_date(w: &Work) -> Option<DateHit> {
 
 /// A date of the preamble left blank or written without its year (`{UNFILLED}`, or a bare blank
 /// after "dated", "as of", "effective"), followed by what follows such a date.
-static AD_UNFILLED: LazyLock<Regex> = LazyLock::new(|| {
-    re(&format!(
-        r"(?i)(?:({{UNFILLED}})|\b(?:dated(?:\s+as\s+of)?|as\s+of|effective(?:\s+on)?|made\s+on|entered\s+into\s+on)\s*:?\s*(?:the\s+)?({BLANK})){AFTER_UNFILLED}"
-    ))
-});
-static AD_SIGNED_UNFILLED: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(?i)\b(?:executed|signed|done)\b[^.;]{0,80}?\b(?:on|this|as\s+of)\s+(?:this\s+|the\s+)?({UNFILLED})")
-});
+static AD_UNFILLED: LazyLock<Regex> =
+    LazyLock::new(|| re(&format!(r"(?i){}{AFTER_UNFILLED}", *UNFILLED_OR_DATED_BLANK)));
+static AD_SIGNED_UNFILLED: LazyLock<Regex> = LazyLock::new(|| re(&format!(r"(?i){SIGNED_ON}({{UNFILLED}})")));
 
 /// A template's date whose blank the PDF drew as a line, so the text has none: "is effective
 /// as of , 2020 (the "Effective Date")", "AGREEMENT made as of  , 2013, between": the year
@@ -1134,9 +1140,7 @@ fn signature_block_date(w: &Work) -> Option<DateHit> {
         .map(|(_, s0, s1, raw)| DateHit { raw: tidy_date(&raw), evidence: w.sentence(s0, s1) })
 }
 
-static AD_SIGNED_ON: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(?i)\b(?:executed|signed|done)\b[^.;]{0,80}?\b(?:on|this|as\s+of)\s+(?:this\s+|the\s+)?({DATE})")
-});
+static AD_SIGNED_ON: LazyLock<Regex> = LazyLock::new(|| re(&format!(r"(?i){SIGNED_ON}({{DATE}})")));
 
 /// "Source: COMPANY, 10-K, 2/27/2020": the EDGAR filing's footer, never a date of the contract.
 static SOURCE_LINE: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bsource\s*:[^:]{0,100},\s*$"));
@@ -1162,17 +1166,14 @@ fn last_signature_date(w: &Work, at: usize) -> Option<DateHit> {
 
 /// `<date> (the "Effective Date")`, `"Effective Date" means <date>`, `Effective Date: <date>`.
 static ED_DEFINED: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r#"(?i)(?P<a>{DATE})(?:\s*,\s*(?:19|20)\d\d\b)?\s*,?\s*(?:the\s+)?\(\s*(?:the|hereinafter|herein|such\s+date|being|referred\s+to\s+as)?[^()"]{0,40}"(?:effective|commencement|start)\s+date"|"?\b(?:effective|commencement)\s+dates?"?\)?\s*(?:shall\s+mean|means|is|shall\s+be|will\s+be|:|-)\s*(?:the\s+date\s+of\s+|on\s+|as\s+of\s+)?(?P<b>{DATE})"#,
-    )
+    re(&format!(
+        r#"(?i)(?P<a>{{DATE}})(?:\s*,\s*(?:19|20)\d\d\b)?{DEFINED_EFFECTIVE}|"?\b(?:effective|commencement)\s+dates?"?\)?\s*(?:shall\s+mean|means|is|shall\s+be|will\s+be|:|-)\s*(?:the\s+date\s+of\s+|on\s+|as\s+of\s+)?(?P<b>{{DATE}})"#
+    ))
 });
 /// The preamble's date left blank, or without its year, defined as the effective date: "as of
 /// [●] (the "Effective Date")", "made this 30th day of April (the "Effective Date")".
-static ED_DEFINED_UNFILLED: LazyLock<Regex> = LazyLock::new(|| {
-    re(&format!(
-        r#"(?i)(?:({{UNFILLED}})|\b(?:dated(?:\s+as\s+of)?|as\s+of|effective(?:\s+on)?)\s*:?\s*(?:the\s+)?({BLANK}))\s*,?\s*(?:the\s+)?\(\s*(?:the|hereinafter|herein|such\s+date|being|referred\s+to\s+as)?[^()"]{{0,40}}"(?:effective|commencement|start)\s+date""#
-    ))
-});
+static ED_DEFINED_UNFILLED: LazyLock<Regex> =
+    LazyLock::new(|| re(&format!(r"(?i){}{DEFINED_EFFECTIVE}", *UNFILLED_OR_DATED_BLANK)));
 /// "entered into effective this ____ day of ________, 19__, by and between".
 static ED_EFFECTIVE_UNFILLED: LazyLock<Regex> = LazyLock::new(|| {
     re(&format!(r"(?i)\beffective\s+(?:as\s+of\s+|on\s+)?(?:this\s+|the\s+)?({{UNFILLED}}){AFTER_UNFILLED}"))
