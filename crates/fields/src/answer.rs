@@ -41,6 +41,7 @@ pub fn interpret(field: &Field, raw: Option<&str>) -> Outcome {
             | Value::UnfilledDate { .. }
             | Value::Perpetual
             | Value::UntilTerminated
+            | Value::UntilEvent { .. }
             | Value::Relative { .. },
         ) => true,
         (Kind::Duration, Value::Duration { .. } | Value::Perpetual | Value::UntilTerminated) => true,

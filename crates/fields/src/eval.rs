@@ -38,8 +38,12 @@ pub enum Gold {
 impl Gold {
     pub fn accepts(&self, predicted: &Value) -> bool {
         match self {
-            // CUAD writes "perpetual" for a term that runs until a party ends it
-            Gold::Value(Value::Perpetual) if *predicted == Value::UntilTerminated => true,
+            // CUAD writes "perpetual" for every term without an end date: one that runs until a
+            // party ends it, or until an event that has no date ("until the expiration of the
+            // Royalty Term", "for so long as X remains a shareholder")
+            Gold::Value(Value::Perpetual) if matches!(predicted, Value::UntilTerminated | Value::UntilEvent { .. }) => {
+                true
+            }
             Gold::Value(g) => same_answer(predicted, g),
             Gold::AnyOf(ds) => match predicted {
                 Value::Duration { duration } => ds.iter().any(|d| d.same_length(duration)),
@@ -289,6 +293,13 @@ mod tests {
         assert_eq!(gold_of(exp, "", &[]), Gold::Value(Value::None));
         assert!(Gold::Value(Value::None).accepts(&Value::None));
         assert!(!Gold::Present.accepts(&Value::None));
+        // CUAD's "perpetual": any term without an end date, not a date or none
+        let perpetual = gold_of(exp, "perpetual", &["shall continue until the expiration of the last patent".into()]);
+        assert!(perpetual.accepts(&Value::Perpetual));
+        assert!(perpetual.accepts(&Value::UntilTerminated));
+        assert!(perpetual.accepts(&Value::UntilEvent { event: "the expiration of the last patent".into() }));
+        assert!(!perpetual.accepts(&Value::None));
+        assert!(!perpetual.accepts(&normalize(crate::Kind::EndDate, "December 31, 2012")));
     }
 
     #[test]

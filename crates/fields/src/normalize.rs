@@ -55,6 +55,13 @@ pub enum Value {
     Perpetual,
     /// The agreement runs until a party terminates it.
     UntilTerminated,
+    /// The agreement runs until an event that has no date of its own: "until the expiration of
+    /// the last Royalty Term", "for so long as X remains a shareholder", "upon the expiration of
+    /// all Service Option Attachments".
+    UntilEvent {
+        /// The event as written, from its first word ("the expiration of ...").
+        event: String,
+    },
     /// A term relative to another date that could not be resolved ("five years from the
     /// Effective Date" with no effective date known).
     Relative {
@@ -149,7 +156,8 @@ impl Duration {
 
 impl Value {
     /// The variant's name as stored in SQL: "none", "date", "partial_date", "unfilled_date",
-    /// "duration", "perpetual", "until_terminated", "relative", "jurisdiction", "parties", "text".
+    /// "duration", "perpetual", "until_terminated", "until_event", "relative", "jurisdiction",
+    /// "parties", "text".
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::None => "none",
@@ -159,6 +167,7 @@ impl Value {
             Value::Duration { .. } => "duration",
             Value::Perpetual => "perpetual",
             Value::UntilTerminated => "until_terminated",
+            Value::UntilEvent { .. } => "until_event",
             Value::Relative { .. } => "relative",
             Value::Jurisdiction { .. } => "jurisdiction",
             Value::Parties { .. } => "parties",
@@ -169,7 +178,7 @@ impl Value {
     /// The canonical text users read and SQL compares: ISO date (`"2007-04-06"`), partial date
     /// (`"2009"`, `"2014-06"`), unfilled date (ISO 8601's forms without a year: `"--04-30"`,
     /// `"--04"`, `"---30"`; `"blank"` when nothing of it is written), ISO duration (`"P1Y"`),
-    /// `"perpetual"`, `"until_terminated"`, relative term (`"P5Y from Effective Date"`), jurisdiction code (`"US-DE"`), party names
+    /// `"perpetual"`, `"until_terminated"`, `"until <event>"`, relative term (`"P5Y from Effective Date"`), jurisdiction code (`"US-DE"`), party names
     /// joined by `"; "` (a party without a name shows its first role), the text. `None` → `""`.
     pub fn canonical(&self) -> String {
         match self {
@@ -184,6 +193,8 @@ impl Value {
             Value::Duration { duration } => duration.to_iso(),
             Value::Perpetual => "perpetual".to_string(),
             Value::UntilTerminated => "until_terminated".to_string(),
+            Value::UntilEvent { event } if SO_LONG_AS.is_match(event) => format!("for {event}"),
+            Value::UntilEvent { event } => format!("until {event}"),
             Value::Relative { duration, from } => format!("{} from {}", duration.to_iso(), from),
             Value::Jurisdiction { code, .. } => code.clone(),
             Value::Parties { parties } => parties
@@ -707,6 +718,15 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 static PERPETUAL: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\b(?:perpetu(?:al|ally|ity)|indefinite(?:ly)?)\b"));
 static UNTIL_TERMINATED: LazyLock<Regex> =
     LazyLock::new(|| regex(r"(?i)\buntil\s+(?:[\w'-]+\s+){0,4}?terminat(?:ed|es|ion)\b"));
+static SO_LONG_AS: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)^(?:so|as)\s+long\s+as\b"));
+/// A whole answer that names the event the term runs until: "until the expiration of the
+/// Royalty Term", "upon the completion of the Services", "for so long as X remains a
+/// shareholder", "the date on which no Shares are outstanding".
+static UNTIL_EVENT: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"(?i)^\s*(?:(?:until|till|upon|on|at|through)\s+|(?:expires?|ends?|terminates?)\s+(?:upon|on|at|with)\s+)?(?P<event>(?:the\s+)?(?:later|earlier|latest|earliest|expiration|expiry|completion|termination|end|last|date\s+on\s+which|date\s+that|occurrence|cessation)\b.{5,}|(?:for\s+)?(?:so|as)\s+long\s+as\b.{5,})$",
+    )
+});
 /// What a relative term counts from: `from the Effective Date`, `after ...`, `commencing on ...`.
 static ANCHOR: LazyLock<Regex> = LazyLock::new(|| {
     regex(
@@ -1592,7 +1612,8 @@ fn normalize_duration(text: String) -> Value {
 }
 
 /// Whichever of a relative term with a named anchor, a date, perpetual or until-terminated is
-/// written first; then a bare duration (relative to "start"); then a partial date.
+/// written first; then a bare duration (relative to "start"); then a partial date; then an
+/// answer that is the event the term runs until.
 fn normalize_end_date(text: String) -> Value {
     if let Some((month, day)) = unfilled_brackets(&text) {
         return Value::UnfilledDate { month, day };
@@ -1620,8 +1641,14 @@ fn normalize_end_date(text: String) -> Value {
     if let Some(&(_, _, duration)) = duration_hits(&text).first() {
         return Value::Relative { duration, from: "start".to_string() };
     }
-    match find_partial_date(&text) {
-        Some((year, month)) => Value::PartialDate { year, month },
+    if let Some((year, month)) = find_partial_date(&text) {
+        return Value::PartialDate { year, month };
+    }
+    match UNTIL_EVENT.captures(&text).and_then(|c| c.name("event")) {
+        Some(event) => {
+            let event = event.as_str().trim().trim_end_matches(['.', ',', ';', ' ']);
+            Value::UntilEvent { event: event.strip_prefix("for ").unwrap_or(event).to_string() }
+        }
         None => unfilled_or_text(text),
     }
 }
@@ -1639,8 +1666,9 @@ fn normalize_end_date(text: String) -> Value {
 /// - [`Kind::EndDate`] → the first written of a date, "perpetual", "until terminated" or a term
 ///   from a named anchor ("five years from the Effective Date", "the fifth anniversary of the
 ///   Effective Date" → [`Value::Relative`]; resolved to a date when the anchor is a written
-///   date); else a bare duration (relative to "start"); else a partial date; else an unfilled
-///   date; else text.
+///   date); else a bare duration (relative to "start"); else a partial date; else the event
+///   the term runs until, where that is the whole answer ("until the expiration of the Royalty
+///   Term" → [`Value::UntilEvent`]); else an unfilled date; else text.
 /// - [`Kind::Duration`] → the first written of "perpetual"/"indefinitely", "until terminated"
 ///   or a duration; else text.
 /// - [`Kind::Jurisdiction`] → [`parse_jurisdiction`], else text.
@@ -1767,6 +1795,7 @@ pub fn same_answer(a: &Value, b: &Value) -> bool {
     use Value as V;
     match (a, b) {
         (V::None, V::None) | (V::Perpetual, V::Perpetual) | (V::UntilTerminated, V::UntilTerminated) => true,
+        (V::UntilEvent { event: x }, V::UntilEvent { event: y }) => same_text(x, y),
         (V::Date { date: x }, V::Date { date: y }) => x == y,
         (V::PartialDate { year: ya, month: ma }, V::PartialDate { year: yb, month: mb }) => {
             ya == yb && (ma.is_none() || mb.is_none() || ma == mb)
@@ -2053,6 +2082,44 @@ mod tests {
     // ---- end dates ----
 
     #[test]
+    fn end_dates_that_are_events() {
+        let event = |e: &str| Value::UntilEvent { event: e.to_string() };
+        assert_eq!(
+            normalize(Kind::EndDate, "until the expiration of the Royalty Term"),
+            event("the expiration of the Royalty Term")
+        );
+        assert_eq!(
+            normalize(Kind::EndDate, "Upon the completion of the Project."),
+            event("the completion of the Project")
+        );
+        assert_eq!(
+            normalize(Kind::EndDate, "for so long as DNP remains a Shareholder"),
+            event("so long as DNP remains a Shareholder")
+        );
+        assert_eq!(
+            event("so long as DNP remains a Shareholder").canonical(),
+            "for so long as DNP remains a Shareholder"
+        );
+        assert_eq!(event("the expiration of the Royalty Term").canonical(), "until the expiration of the Royalty Term");
+        assert_eq!(event("x").type_name(), "until_event");
+        // a date, a term or a year inside the event is what the answer gives
+        assert_eq!(
+            normalize(
+                Kind::EndDate,
+                "until the earlier of (i) the first anniversary of June 1, 2019 and (ii) the sale"
+            ),
+            Value::Date { date: ymd(2020, 6, 1) }
+        );
+        assert_eq!(
+            normalize(Kind::EndDate, "until the end of December 2015"),
+            Value::PartialDate { year: 2015, month: Some(12) }
+        );
+        // a sentence that is not an event stays text
+        assert!(matches!(normalize(Kind::EndDate, "as agreed by the parties"), Value::Text { .. }));
+        assert!(same_answer(&event("the Expiration of the Term."), &event("the expiration of the term")));
+    }
+
+    #[test]
     fn normalize_end_date_kind() {
         let rel = |years, from: &str| Value::Relative { duration: dur(years, 0, 0, 0), from: from.to_string() };
         assert_eq!(normalize(Kind::EndDate, "December 31, 2012"), Value::Date { date: ymd(2012, 12, 31) });
@@ -2079,7 +2146,10 @@ mod tests {
             Value::Date { date: ymd(2012, 12, 31) }
         );
         assert_eq!(normalize(Kind::EndDate, "December 2012"), Value::PartialDate { year: 2012, month: Some(12) });
-        assert_eq!(normalize(Kind::EndDate, "expiry of the lease"), Value::Text { text: "expiry of the lease".into() });
+        assert_eq!(
+            normalize(Kind::EndDate, "expiry of the lease"),
+            Value::UntilEvent { event: "expiry of the lease".into() }
+        );
         assert_eq!(normalize(Kind::EndDate, "not stated"), Value::None);
     }
 
@@ -2390,6 +2460,7 @@ mod tests {
             (Value::Duration { duration: dur(1, 0, 0, 0) }, "duration", "P1Y"),
             (Value::Perpetual, "perpetual", "perpetual"),
             (Value::UntilTerminated, "until_terminated", "until_terminated"),
+            (Value::UntilEvent { event: "the last Royalty Term".into() }, "until_event", "until the last Royalty Term"),
             (
                 Value::Relative { duration: dur(5, 0, 0, 0), from: "Effective Date".into() },
                 "relative",

@@ -1299,10 +1299,20 @@ static EX_PERPETUAL: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 /// The term runs until an event: "shall continue in full force and effect until the expiration
-/// of ...", "shall terminate upon the earliest to occur of ...".
+/// of ...", "shall terminate upon the earliest to occur of ...", "commence on the Effective Date
+/// and end on the expiration date of ...", "shall remain in effect on a Product-by-Product basis
+/// until the expiration of the Royalty Term", "shall continue in effect for so long as X remains
+/// a shareholder".
 static EX_UNTIL_EVENT: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:(?:this\s+agreement|the\s+term|term\s+of\s+this\s+agreement)\s+(?:shall|will)\s+(?:expire|terminate|end)\s+(?:upon|on|at)|(?:continue|continues|remain|remains)\s+(?:in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?\s+)?until)\s+((?:the\s+)?(?:later|earlier|latest|earliest|expiration|expiry|completion|termination|end|last|date\s+on\s+which|date\s+that|first|occurrence)\b[^.;]{5,200})",
+        r"(?i)\b(?:(?:(?:this\s+agreement|the\s+term|term\s+of\s+this\s+agreement)\s+(?:shall|will)|(?:shall|will|and))\s+(?:expire|terminate|end)\s+(?:upon|on|at)|ending\s+(?:upon|on|at)|(?:continue|continues|remain|remains|extend|extends)\b[^.;]{0,80}?\buntil)\s+(?P<ev>(?:the\s+)?(?:later|earlier|latest|earliest|expiration|expiry|completion|termination|end|last|date\s+on\s+which|date\s+that|first|occurrence)\b[^.;]{5,200})|\b(?:continue|continues|remain|remains)\b[^.;]{0,80}?\bfor\s+(?P<long>(?:so|as)\s+long\s+as\b[^.;]{5,200})",
+    )
+});
+/// An "event" that is the agreement's own end ("until the expiration date of this Agreement"):
+/// it says nothing about when that is.
+static EX_OWN_END: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^(?:the\s+)?(?:expiration|expiry|termination|end)(?:\s+date)?\s+of\s+(?:this|the)\s+(?:agreement|contract|term)\b",
     )
 });
 static EX_SENT_OK: LazyLock<Regex> = LazyLock::new(|| {
@@ -1459,12 +1469,20 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
         // No date, length or "perpetual": the event the term runs until, as text ("until the
         // expiration of the last Purchase Schedule"), where the sentence is about the term.
         for c in EX_UNTIL_EVENT.captures_iter(&w.s) {
-            let (Some(all), Some(ev)) = (c.get(0), c.get(1)) else { continue };
+            let Some(all) = c.get(0) else { continue };
+            let (ev, lead) = match (c.name("ev"), c.name("long")) {
+                (Some(ev), _) => (ev, "until"),
+                (None, Some(ev)) => (ev, "for"),
+                _ => continue,
+            };
             let sent = w.sentence(all.start(), all.end());
-            if near_ok(&sent, &all) && !renewal_near(w.slice(sent.start, all.start())) {
+            if near_ok(&sent, &all)
+                && !renewal_near(w.slice(sent.start, all.start()))
+                && !EX_OWN_END.is_match(ev.as_str())
+            {
                 let text = ev.as_str().trim_end_matches([',', ' ']);
                 let clipped: String = text.chars().take(160).collect();
-                offer(&mut best, all.start(), format!("until {clipped}"), sent);
+                offer(&mut best, all.start(), format!("{lead} {clipped}"), sent);
                 break;
             }
         }
@@ -2273,6 +2291,28 @@ mod tests {
         assert_eq!(get(text, "agreement_date").as_deref(), Some("January 22, 2007"));
         let text = "AMENDMENT\nWHEREAS, the parties have previously entered into the Agreement dated January 22, 2007, and\nWHEREAS, they wish to amend it.\nBy: X Date: August 4, 2010";
         assert_eq!(get(text, "agreement_date").as_deref(), Some("August 4, 2010"));
+    }
+
+    #[test]
+    fn expiration_until_an_event() {
+        let cases = [
+            ("This Agreement shall become effective on the Effective Date and, unless earlier terminated pursuant to this ARTICLE 13, shall remain in effect on a Product-by-Product and country-by-country basis until the expiration of the Royalty Term applicable to such Product and country (the \"Term\").", "until the expiration of the Royalty Term applicable"),
+            ("This Agreement shall become effective as of the Effective Date and shall continue to be in full force and effect for so long as Photronics and DNP, or any of their Affiliates, each remains a Shareholder of the Company.", "for so long as Photronics and DNP"),
+            ("Party A and Party B agree that the term of cooperation under this Agreement shall commence from the execution date hereof and end on the expiration date of the operation term of Party B (\"Term of Cooperation\").", "until the expiration date of the operation term of Party B"),
+            ("This Agreement will be effective on the Effective Date and ending on the expiration and/or termination of all Service Option Attachments, unless the Agreement is terminated earlier.", "until the expiration and/or termination of all Service Option Attachments"),
+        ];
+        for (text, want) in cases {
+            let got = get(text, "expiration_date").unwrap_or_default();
+            assert!(got.starts_with(want), "{text}\n got {got:?}");
+        }
+        for text in [
+            // the agreement's own end says nothing
+            "The transferee shall operate the Restaurant until the expiration date of this Agreement, in its then current form.",
+            // a party's right to end it is not its term
+            "Either party may terminate upon the occurrence of an Event of Default under this Agreement.",
+        ] {
+            assert_eq!(get(text, "expiration_date"), None, "{text}");
+        }
     }
 
     #[test]
