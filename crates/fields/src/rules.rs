@@ -34,7 +34,8 @@ pub fn extract(text: &str) -> BTreeMap<&'static str, Found> {
     }
     let w = Work::new(text);
 
-    if let Some(f) = document_name(text).or_else(|| document_name_from_preamble(&w)) {
+    let named = |f: &Found| !GENERIC_TITLE.is_match(&f.raw);
+    if let Some(f) = document_name(text).filter(named).or_else(|| document_name_from_preamble(&w).filter(named)) {
         out.insert("document_name", f);
     }
     if let Some(f) = parties(&w) {
@@ -563,6 +564,10 @@ fn document_name(text: &str) -> Option<Found> {
     Some(Found { raw, evidence: lines[first].start..end })
 }
 
+/// A kind of document without its name ("AGREEMENT", "Contract"): what a heading or the
+/// preamble gives when the title is elsewhere, never a title on its own.
+static GENERIC_TITLE: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)^\s*(?:the\s+|this\s+)?(?:agreement|contract|amendment|addendum|lease)\s*$"));
 static TITLE_TO: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bto\b"));
 static TITLE_FORM_OF: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)^\s*form\s+of\s*:?\s*$"));
 /// A company's name before the title ("NETZEE, INC. MAINTENANCE AGREEMENT").
@@ -2135,6 +2140,11 @@ mod tests {
     fn title_from_preamble_when_no_title_line() {
         let text = "This Distribution Agreement (the \"Agreement\") is made and entered into as of May 1, 2001 by and between Foo Inc. (\"Foo\") and Bar LLC (\"Bar\").";
         assert_eq!(get(text, "document_name").as_deref(), Some("Distribution Agreement"));
+        // a heading that only says what kind of document it is gives way to the preamble's name
+        let text = format!("AGREEMENT\n{text}");
+        assert_eq!(get(&text, "document_name").as_deref(), Some("Distribution Agreement"));
+        // and with no name anywhere there is no title (the decoder is asked instead)
+        assert_eq!(get("CONTRACT\nThe parties agree as follows.", "document_name"), None);
     }
 
     // --- parties
