@@ -727,6 +727,19 @@ static UNTIL_EVENT: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)^\s*(?:(?:until|till|upon|on|at|through)\s+|(?:expires?|ends?|terminates?)\s+(?:upon|on|at|with)\s+)?(?P<event>(?:the\s+)?(?:later|earlier|latest|earliest|expiration|expiry|completion|termination|end|last|date\s+on\s+which|date\s+that|occurrence|cessation)\b.{5,}|(?:for\s+)?(?:so|as)\s+long\s+as\b.{5,})$",
     )
 });
+/// An "event" that is the agreement's own end ("until the expiration date of this Agreement",
+/// "upon the termination of the Term"): it says nothing about when that is.
+static OWN_END: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"(?i)^(?:the\s+)?(?:expiration|expiry|termination|end)(?:\s+date)?\s+of\s+(?:this|the)\s+(?:agreement|contract|term)\b",
+    )
+});
+
+/// Whether `event` (from its first word) is the agreement's own end rather than an event.
+pub(crate) fn is_own_end(event: &str) -> bool {
+    OWN_END.is_match(event.trim())
+}
+
 /// What a relative term counts from: `from the Effective Date`, `after ...`, `commencing on ...`.
 static ANCHOR: LazyLock<Regex> = LazyLock::new(|| {
     regex(
@@ -1644,7 +1657,7 @@ fn normalize_end_date(text: String) -> Value {
     if let Some((year, month)) = find_partial_date(&text) {
         return Value::PartialDate { year, month };
     }
-    match UNTIL_EVENT.captures(&text).and_then(|c| c.name("event")) {
+    match UNTIL_EVENT.captures(&text).and_then(|c| c.name("event")).filter(|e| !is_own_end(e.as_str())) {
         Some(event) => {
             let event = event.as_str().trim().trim_end_matches(['.', ',', ';', ' ']);
             Value::UntilEvent { event: event.strip_prefix("for ").unwrap_or(event).to_string() }
@@ -2114,8 +2127,9 @@ mod tests {
             normalize(Kind::EndDate, "until the end of December 2015"),
             Value::PartialDate { year: 2015, month: Some(12) }
         );
-        // a sentence that is not an event stays text
+        // a sentence that is not an event stays text, and so does the agreement's own end
         assert!(matches!(normalize(Kind::EndDate, "as agreed by the parties"), Value::Text { .. }));
+        assert!(matches!(normalize(Kind::EndDate, "upon the termination of this Agreement"), Value::Text { .. }));
         assert!(same_answer(&event("the Expiration of the Term."), &event("the expiration of the term")));
     }
 

@@ -1313,13 +1313,6 @@ static EX_UNTIL_EVENT: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)\b(?:(?:(?:this\s+agreement|the\s+term|term\s+of\s+this\s+agreement)\s+(?:shall|will)|(?:shall|will|and))\s+(?:expire|terminate|end)\s+(?:upon|on|at)|ending\s+(?:upon|on|at)|(?:continue|continues|remain|remains|extend|extends)\b[^.;]{0,80}?\buntil)\s+(?P<ev>(?:the\s+)?(?:later|earlier|latest|earliest|expiration|expiry|completion|termination|end|last|date\s+on\s+which|date\s+that|first|occurrence)\b[^.;]{5,200})|\b(?:continue|continues|remain|remains)\b[^.;]{0,80}?\bfor\s+(?P<long>(?:so|as)\s+long\s+as\b[^.;]{5,200})",
     )
 });
-/// An "event" that is the agreement's own end ("until the expiration date of this Agreement"):
-/// it says nothing about when that is.
-static EX_OWN_END: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"(?i)^(?:the\s+)?(?:expiration|expiry|termination|end)(?:\s+date)?\s+of\s+(?:this|the)\s+(?:agreement|contract|term)\b",
-    )
-});
 static EX_SENT_OK: LazyLock<Regex> = LazyLock::new(|| {
     re(
         r"(?i)\bterm\b|\bthis\s+(?:agreement|contract|amendment|lease|licen[cs]e)\b|\bin\s+(?:full\s+)?(?:force|effect)\b|\bexpir|\b(?:contract|agreement|licen[cs]e|initial|promotion|sponsorship|service)\s+(?:period|year)s?\b",
@@ -1483,7 +1476,7 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
             let sent = w.sentence(all.start(), all.end());
             if near_ok(&sent, &all)
                 && !renewal_near(w.slice(sent.start, all.start()))
-                && !EX_OWN_END.is_match(ev.as_str())
+                && !crate::normalize::is_own_end(ev.as_str())
             {
                 let text = ev.as_str().trim_end_matches([',', ' ']);
                 let clipped: String = text.chars().take(160).collect();
