@@ -663,8 +663,12 @@ static DESCRIPTION_START: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 /// "and <Name>" inside a description ("... New York, NY 10018 and ebix.com, Inc.").
-static AND_NAME: LazyLock<Regex> =
-    LazyLock::new(|| re(r"\b(?i:and),?\s+(?P<n>(?:the\s+|The\s+)?(?:[A-Z0-9]|[a-z][\w.-]*[A-Z.]))"));
+/// A name may start in lower case where a corporate suffix follows ("and e-centives, Inc.").
+static AND_NAME: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(?i:and),?\s+(?P<n>(?:the\s+|The\s+)?(?:[A-Z0-9]|[a-z][\w.-]*[A-Z.]|[a-z][\w.@-]*,?\s+(?:Inc|LLC|L\.L\.C|Ltd|Limited|Corp|Corporation|GmbH|AG|S\.A|N\.V|B\.V|plc|L\.P|LP)\b))",
+    )
+});
 /// ", <Name>" inside a description without an address ("a Pennsylvania corporation, Gulf Houghton ...").
 static COMMA_NAME: LazyLock<Regex> = LazyLock::new(|| re(r",\s+(?P<n>[A-Z])"));
 static BETWEEN_ANY: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b(?:between|among(?:st)?)\b"));
@@ -2724,6 +2728,12 @@ mod tests {
         assert_eq!(
             get(text, "parties").as_deref(),
             Some("Quaker Chemical Corporation (\"Buyer\"); Gulf Houghton Lubricants Ltd. (\"Gulf Houghton\")")
+        );
+        // a name in lower case, known by its corporate suffix
+        let text = "This agreement is entered into as of the 16th day of February, 2000, by and between the At Home Corporation (\"Excite@Home\" or \"Excite\"), located at 450 Broadway, Redwood City, California 94063, and e-centives, Inc., (\"Application Provider\" or \"e-centives\"), a Delaware corporation. RECITALS";
+        assert_eq!(
+            get(text, "parties").as_deref(),
+            Some("the At Home Corporation (\"Excite@Home\", \"Excite\"); e-centives, Inc. (\"Application Provider\", \"e-centives\")")
         );
     }
 
