@@ -587,3 +587,27 @@ pub enum Cmd {
         scan_pages: Vec<u32>,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, Cmd};
+
+    fn ask_all(args: &[&str]) -> (bool, bool) {
+        let cli = Cli::try_parse_from(["docpipe", "extract-fields"].iter().chain(args)).expect("the flags parse");
+        match cli.cmd {
+            Cmd::ExtractFields { decoder, .. } => (decoder.fields_ask_all, decoder.prefix_reuse),
+            _ => unreachable!("extract-fields parsed as another command"),
+        }
+    }
+
+    #[test]
+    fn boolean_decoder_flags_work_alone_and_with_a_value() {
+        assert_eq!(ask_all(&[]), (false, true));
+        // as README writes them: the flag alone turns it on
+        assert_eq!(ask_all(&["--fields-ask-all"]), (true, true));
+        assert_eq!(ask_all(&["--fields-ask-all", "true", "--prefix-reuse", "false"]), (true, false));
+        assert_eq!(ask_all(&["--fields-ask-all=false", "--prefix-reuse"]), (false, true));
+    }
+}

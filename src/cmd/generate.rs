@@ -54,13 +54,20 @@ pub struct DecoderArgs {
     pub max_sequences: usize,
     /// Share the KV cache of a prompt prefix already computed (a document's context across
     /// its questions); `false` prefills every prompt whole.
-    #[arg(long, env = "DOCPIPE_PREFIX_REUSE", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, env = "DOCPIPE_PREFIX_REUSE", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub prefix_reuse: bool,
     /// Contract fields: also ask the decoder the fields whose stored answer comes from the
     /// rule-based reader alone (agreement and effective dates, renewal term, notice period,
     /// governing law), so that its answer is kept beside the rules' (`alternative`) for
     /// comparison; about a third more time per contract. `eval-fields` always asks them.
-    #[arg(long = "fields-ask-all", env = "DOCPIPE_FIELDS_ASK_ALL", default_value_t = false, action = clap::ArgAction::Set)]
+    #[arg(
+        long = "fields-ask-all",
+        env = "DOCPIPE_FIELDS_ASK_ALL",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
     pub fields_ask_all: bool,
 }
 
