@@ -728,10 +728,11 @@ static UNTIL_EVENT: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 /// An "event" that is the agreement's own end ("until the expiration date of this Agreement",
-/// "upon the termination of the Term"): it says nothing about when that is.
+/// "upon the termination of the Term", "the last day of the Initial Term"): it says nothing
+/// about when that is.
 static OWN_END: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)^(?:the\s+)?(?:expiration|expiry|termination|end)(?:\s+date)?\s+of\s+(?:this|the)\s+(?:agreement|contract|term)\b",
+        r"(?i)^(?:the\s+)?(?:(?:expiration|expiry|termination|end)(?:\s+date)?|last\s+day)\s+of\s+(?:this|the)\s+(?:agreement|contract|(?:initial\s+)?term)\b",
     )
 });
 
@@ -2130,6 +2131,7 @@ mod tests {
         // a sentence that is not an event stays text, and so does the agreement's own end
         assert!(matches!(normalize(Kind::EndDate, "as agreed by the parties"), Value::Text { .. }));
         assert!(matches!(normalize(Kind::EndDate, "upon the termination of this Agreement"), Value::Text { .. }));
+        assert!(matches!(normalize(Kind::EndDate, "the last day of the Initial Term"), Value::Text { .. }));
         assert!(same_answer(&event("the Expiration of the Term."), &event("the expiration of the term")));
     }
 
