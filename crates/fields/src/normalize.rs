@@ -718,14 +718,17 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 static PERPETUAL: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\b(?:perpetu(?:al|ally|ity)|indefinite(?:ly)?)\b"));
 static UNTIL_TERMINATED: LazyLock<Regex> =
     LazyLock::new(|| regex(r"(?i)\buntil\s+(?:[\w'-]+\s+){0,4}?terminat(?:ed|es|ion)\b"));
+/// The words an event a term runs until starts with ("the expiration of …", "the earlier of
+/// …", "the date on which …"), for the rules that find such a term and for reading an answer.
+pub(crate) const EVENT_HEAD: &str = r"(?:the\s+)?(?:later|earlier|latest|earliest|expiration|expiry|completion|termination|end|last|date\s+on\s+which|date\s+that|first|occurrence|cessation)\b";
 static SO_LONG_AS: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)^(?:so|as)\s+long\s+as\b"));
 /// A whole answer that names the event the term runs until: "until the expiration of the
 /// Royalty Term", "upon the completion of the Services", "for so long as X remains a
 /// shareholder", "the date on which no Shares are outstanding".
 static UNTIL_EVENT: LazyLock<Regex> = LazyLock::new(|| {
-    regex(
-        r"(?i)^\s*(?:(?:until|till|upon|on|at|through)\s+|(?:expires?|ends?|terminates?)\s+(?:upon|on|at|with)\s+)?(?P<event>(?:the\s+)?(?:later|earlier|latest|earliest|expiration|expiry|completion|termination|end|last|date\s+on\s+which|date\s+that|occurrence|cessation)\b.{5,}|(?:for\s+)?(?:so|as)\s+long\s+as\b.{5,})$",
-    )
+    regex(&format!(
+        r"(?i)^\s*(?:(?:until|till|upon|on|at|through)\s+|(?:expires?|ends?|terminates?)\s+(?:upon|on|at|with)\s+)?(?P<event>{EVENT_HEAD}.{{5,}}|(?:for\s+)?(?:so|as)\s+long\s+as\b.{{5,}})$"
+    ))
 });
 /// An "event" that is the agreement's own end ("until the expiration date of this Agreement",
 /// "upon the termination of the Term", "the last day of the Initial Term"): it says nothing

@@ -1313,9 +1313,10 @@ static EX_PERPETUAL: LazyLock<Regex> = LazyLock::new(|| {
 /// until the expiration of the Royalty Term", "shall continue in effect for so long as X remains
 /// a shareholder".
 static EX_UNTIL_EVENT: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"(?i)\b(?:(?:(?:this\s+agreement|the\s+term|term\s+of\s+this\s+agreement)\s+(?:shall|will)|(?:shall|will|and))\s+(?:expire|terminate|end)\s+(?:upon|on|at)|ending\s+(?:upon|on|at)|(?:continue|continues|remain|remains|extend|extends)\b[^.;]{0,80}?\buntil)\s+(?P<ev>(?:the\s+)?(?:later|earlier|latest|earliest|expiration|expiry|completion|termination|end|last|date\s+on\s+which|date\s+that|first|occurrence)\b[^.;]{5,200})|\b(?:continue|continues|remain|remains)\b[^.;]{0,80}?\bfor\s+(?P<long>(?:so|as)\s+long\s+as\b[^.;]{5,200})",
-    )
+    re(&format!(
+        r"(?i)\b(?:(?:(?:this\s+agreement|the\s+term|term\s+of\s+this\s+agreement)\s+(?:shall|will)|(?:shall|will|and))\s+(?:expire|terminate|end)\s+(?:upon|on|at)|ending\s+(?:upon|on|at)|(?:continue|continues|remain|remains|extend|extends)\b[^.;]{{0,80}}?\buntil)\s+(?P<ev>{}[^.;]{{5,200}})|\b(?:continue|continues|remain|remains)\b[^.;]{{0,80}}?\bfor\s+(?P<long>(?:so|as)\s+long\s+as\b[^.;]{{5,200}})",
+        crate::normalize::EVENT_HEAD
+    ))
 });
 static EX_SENT_OK: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -2314,7 +2315,7 @@ mod tests {
         }
         for text in [
             // the agreement's own end says nothing
-            "The transferee shall operate the Restaurant until the expiration date of this Agreement, in its then current form.",
+            "This Agreement shall continue in full force and effect until the expiration date of this Agreement, in its then current form.",
             // a party's right to end it is not its term
             "Either party may terminate upon the occurrence of an Event of Default under this Agreement.",
         ] {
