@@ -33,7 +33,10 @@ pub fn interpret(field: &Field, raw: Option<&str>) -> Outcome {
         (Kind::Parties, Value::Parties { parties }) => {
             parties.iter().any(|p| !p.name.is_empty() || !p.roles.is_empty())
         }
-        (Kind::Date, Value::Date { .. } | Value::PartialDate { .. } | Value::UnfilledDate { .. }) => true,
+        (
+            Kind::Date,
+            Value::Date { .. } | Value::PartialDate { .. } | Value::UnfilledDate { .. } | Value::OnEvent { .. },
+        ) => true,
         (
             Kind::EndDate,
             Value::Date { .. }
@@ -54,7 +57,7 @@ pub fn interpret(field: &Field, raw: Option<&str>) -> Outcome {
         let wanted = match field.kind {
             Kind::Text => "a title",
             Kind::Parties => "a list of parties",
-            Kind::Date => "a date",
+            Kind::Date => "a date, or the event that dates it",
             Kind::EndDate => "a date, a term or \"perpetual\"",
             Kind::Duration => "a length of time",
             Kind::Jurisdiction => "a known jurisdiction",

@@ -62,6 +62,13 @@ pub enum Value {
         /// The event as written, from its first word ("the expiration of ...").
         event: String,
     },
+    /// A date the contract defines by an event rather than writes: "the date of the last
+    /// signature", "the Closing Date as set forth in the Share Purchase Agreement", "the date
+    /// that the Initial Closing occurs" (an effective date that depends on something to come).
+    OnEvent {
+        /// The event as written, from its first word ("the date of the last signature").
+        event: String,
+    },
     /// A term relative to another date that could not be resolved ("five years from the
     /// Effective Date" with no effective date known).
     Relative {
@@ -156,8 +163,8 @@ impl Duration {
 
 impl Value {
     /// The variant's name as stored in SQL: "none", "date", "partial_date", "unfilled_date",
-    /// "duration", "perpetual", "until_terminated", "until_event", "relative", "jurisdiction",
-    /// "parties", "text".
+    /// "duration", "perpetual", "until_terminated", "until_event", "on_event", "relative",
+    /// "jurisdiction", "parties", "text".
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::None => "none",
@@ -168,6 +175,7 @@ impl Value {
             Value::Perpetual => "perpetual",
             Value::UntilTerminated => "until_terminated",
             Value::UntilEvent { .. } => "until_event",
+            Value::OnEvent { .. } => "on_event",
             Value::Relative { .. } => "relative",
             Value::Jurisdiction { .. } => "jurisdiction",
             Value::Parties { .. } => "parties",
@@ -178,7 +186,7 @@ impl Value {
     /// The canonical text users read and SQL compares: ISO date (`"2007-04-06"`), partial date
     /// (`"2009"`, `"2014-06"`), unfilled date (ISO 8601's forms without a year: `"--04-30"`,
     /// `"--04"`, `"---30"`; `"blank"` when nothing of it is written), ISO duration (`"P1Y"`),
-    /// `"perpetual"`, `"until_terminated"`, `"until <event>"`, relative term (`"P5Y from Effective Date"`), jurisdiction code (`"US-DE"`), party names
+    /// `"perpetual"`, `"until_terminated"`, `"until <event>"`, `"on <event>"`, relative term (`"P5Y from Effective Date"`), jurisdiction code (`"US-DE"`), party names
     /// joined by `"; "` (a party without a name shows its first role), the text. `None` → `""`.
     pub fn canonical(&self) -> String {
         match self {
@@ -195,6 +203,7 @@ impl Value {
             Value::UntilTerminated => "until_terminated".to_string(),
             Value::UntilEvent { event } if SO_LONG_AS.is_match(event) => format!("for {event}"),
             Value::UntilEvent { event } => format!("until {event}"),
+            Value::OnEvent { event } => format!("on {event}"),
             Value::Relative { duration, from } => format!("{} from {}", duration.to_iso(), from),
             Value::Jurisdiction { code, .. } => code.clone(),
             Value::Parties { parties } => parties
@@ -730,6 +739,23 @@ static UNTIL_EVENT: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)^\s*(?:(?:until|till|upon|on|at|through)\s+|(?:expires?|ends?|terminates?)\s+(?:upon|on|at|with)\s+)?(?P<event>{EVENT_HEAD}.{{5,}}|(?:for\s+)?(?:so|as)\s+long\s+as\b.{{5,}})$"
     ))
 });
+/// The words a date defined by an event starts with ("the date of the last signature", "the
+/// Closing Date", "the later of …"), for the rules that find such an effective date and for
+/// reading an answer.
+pub(crate) const DATE_EVENT_HEAD: &str = r"(?:the\s+)?(?:(?:first\s+|last\s+)?(?:date|day)\s+(?:on\s+which|upon\s+which|that|when|of|after|following|this)|later|earlier|latest|earliest|closing|completion|consummation|execution|signing|signature|receipt|satisfaction|fulfil+ment|occurrence|approval|acceptance|installation|launch)\b";
+/// A whole answer that is a date defined by an event: "the date of the last signature",
+/// "upon the completion of the execution by both Parties", "the Closing Date".
+static ON_EVENT: LazyLock<Regex> = LazyLock::new(|| {
+    regex(&format!(r"(?i)^\s*(?:(?:on|upon|as\s+of|from|effective)\s+)?(?P<event>{DATE_EVENT_HEAD}.{{5,}})$"))
+});
+/// A date that is the agreement's own ("the date first above written", "the date hereof", "the
+/// date of this Agreement"): not an event; the agreement date answers it.
+static OWN_DATE: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"(?i)\b(?:above|hereof|herein|first\s+(?:written|set\s+forth))\b|^(?:the\s+)?date\s+of\s+(?:this|the)\s+(?:agreement|contract|amendment)\W*$",
+    )
+});
+
 /// An "event" that is the agreement's own end ("until the expiration date of this Agreement",
 /// "upon the termination of the Term", "the last day of the Initial Term"): it says nothing
 /// about when that is.
@@ -1597,9 +1623,25 @@ fn normalize_date(text: String) -> Value {
         Value::Date { date }
     } else if let Some((year, month)) = find_partial_date(&text) {
         Value::PartialDate { year, month }
+    } else if let Some((month, day)) = find_unfilled_date(&text) {
+        Value::UnfilledDate { month, day }
+    } else if let Some(event) = date_event(&text) {
+        Value::OnEvent { event }
     } else {
-        unfilled_or_text(text)
+        Value::Text { text }
     }
+}
+
+/// Whether `text` reads as a date defined by an event (and not the agreement's own date).
+pub(crate) fn is_date_event(text: &str) -> bool {
+    date_event(text).is_some()
+}
+
+/// The event of an answer that is a date defined by one ("upon the date of the last
+/// signature." → "the date of the last signature"); not the agreement's own date.
+fn date_event(text: &str) -> Option<String> {
+    let event = ON_EVENT.captures(text)?.name("event")?.as_str().trim().trim_end_matches(['.', ',', ';', ' ']);
+    (!OWN_DATE.is_match(event)).then(|| event.to_string())
 }
 
 fn unfilled_or_text(text: String) -> Value {
@@ -1679,7 +1721,9 @@ fn normalize_end_date(text: String) -> Value {
 /// - [`Kind::Text`] → the text, whitespace collapsed.
 /// - [`Kind::Parties`] → [`parse_parties`].
 /// - [`Kind::Date`] → a date, else a partial date, else an unfilled date (a template's blank,
-///   a day and month without a year), else text.
+///   a day and month without a year), else the event that dates it, where that is the whole
+///   answer and not the agreement's own date ("the date of the last signature" →
+///   [`Value::OnEvent`]; "the date first above written" stays text), else text.
 /// - [`Kind::EndDate`] → the first written of a date, "perpetual", "until terminated" or a term
 ///   from a named anchor ("five years from the Effective Date", "the fifth anniversary of the
 ///   Effective Date" → [`Value::Relative`]; resolved to a date when the anchor is a written
@@ -1812,7 +1856,8 @@ pub fn same_answer(a: &Value, b: &Value) -> bool {
     use Value as V;
     match (a, b) {
         (V::None, V::None) | (V::Perpetual, V::Perpetual) | (V::UntilTerminated, V::UntilTerminated) => true,
-        (V::UntilEvent { event: x }, V::UntilEvent { event: y }) => same_text(x, y),
+        (V::UntilEvent { event: x }, V::UntilEvent { event: y })
+        | (V::OnEvent { event: x }, V::OnEvent { event: y }) => same_text(x, y),
         (V::Date { date: x }, V::Date { date: y }) => x == y,
         (V::PartialDate { year: ya, month: ma }, V::PartialDate { year: yb, month: mb }) => {
             ya == yb && (ma.is_none() || mb.is_none() || ma == mb)
@@ -1985,8 +2030,9 @@ mod tests {
         assert_eq!(normalize(Kind::Date, "March [•], 2016"), Value::PartialDate { year: 2016, month: Some(3) });
         assert_eq!(
             normalize(Kind::Date, "the date of signature"),
-            Value::Text { text: "the date of signature".into() }
+            Value::OnEvent { event: "the date of signature".into() }
         );
+        assert_eq!(normalize(Kind::Date, "see Section 4"), Value::Text { text: "see Section 4".into() });
         assert_eq!(normalize(Kind::Date, "  "), Value::None);
         assert_eq!(normalize(Kind::Date, "N/A"), Value::None);
         assert_eq!(normalize(Kind::Date, "\"April 6, 2007\""), Value::Date { date: ymd(2007, 4, 6) });
@@ -2136,6 +2182,37 @@ mod tests {
         assert!(matches!(normalize(Kind::EndDate, "upon the termination of this Agreement"), Value::Text { .. }));
         assert!(matches!(normalize(Kind::EndDate, "the last day of the Initial Term"), Value::Text { .. }));
         assert!(same_answer(&event("the Expiration of the Term."), &event("the expiration of the term")));
+    }
+
+    #[test]
+    fn dates_defined_by_an_event() {
+        let event = |e: &str| Value::OnEvent { event: e.to_string() };
+        assert_eq!(
+            normalize(Kind::Date, "the date of the last signature on the last page of this Agreement."),
+            event("the date of the last signature on the last page of this Agreement")
+        );
+        assert_eq!(normalize(Kind::Date, "upon the Closing Date"), event("the Closing Date"));
+        assert_eq!(
+            normalize(Kind::Date, "the later of the dates beneath the signatures"),
+            event("the later of the dates beneath the signatures")
+        );
+        assert_eq!(event("the Closing Date").canonical(), "on the Closing Date");
+        assert_eq!(event("x").type_name(), "on_event");
+        // a date inside the event is the answer; a blank is a template's date
+        assert_eq!(
+            normalize(Kind::Date, "the Closing Date, i.e. December 10, 1993"),
+            Value::Date { date: ymd(1993, 12, 10) }
+        );
+        assert_eq!(
+            normalize(Kind::Date, "the ____ day of ______, 20__"),
+            Value::UnfilledDate { month: None, day: None }
+        );
+        // the agreement's own date is no event
+        for own in ["the date first above written", "the date hereof", "the date of this Agreement"] {
+            assert!(matches!(normalize(Kind::Date, own), Value::Text { .. }), "{own}");
+        }
+        assert!(same_answer(&event("The Closing Date."), &event("the closing date")));
+        assert!(!same_answer(&event("the Closing Date"), &Value::Date { date: ymd(1993, 12, 10) }));
     }
 
     #[test]
@@ -2480,6 +2557,7 @@ mod tests {
             (Value::Perpetual, "perpetual", "perpetual"),
             (Value::UntilTerminated, "until_terminated", "until_terminated"),
             (Value::UntilEvent { event: "the last Royalty Term".into() }, "until_event", "until the last Royalty Term"),
+            (Value::OnEvent { event: "the Closing Date".into() }, "on_event", "on the Closing Date"),
             (
                 Value::Relative { duration: dur(5, 0, 0, 0), from: "Effective Date".into() },
                 "relative",

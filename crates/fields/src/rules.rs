@@ -47,7 +47,8 @@ pub fn extract(text: &str) -> BTreeMap<&'static str, Found> {
     }
     if let Some(f) = effective_date(&w, agreement.as_ref()) {
         // no date of making, but an effective date: CUAD gives it as the agreement date too
-        if agreement.is_none() {
+        // (one that is written; not an event, "the Closing Date", which dates no making)
+        if agreement.is_none() && !crate::normalize::is_date_event(&f.raw) {
             out.insert("agreement_date", f.clone());
         }
         out.insert("effective_date", f);
@@ -1254,10 +1255,63 @@ fn effective_date(w: &Work, agreement: Option<&DateHit>) -> Option<Found> {
             return Some(w.found(raw, w.sentence(m.start(), m.end())));
         }
     }
-    let a = agreement?;
-    // (not "during the period commencing on the date hereof": a period of the agreement's, not its term)
-    let m = ED_SAME_AS_AGREEMENT.find_iter(&w.s).find(|m| !ED_OTHER_PERIOD.is_match(m.as_str()))?;
-    Some(w.found(a.raw.clone(), w.sentence(m.start(), m.end())))
+    if let Some(a) = agreement {
+        // (not "during the period commencing on the date hereof": a period of the agreement's, not its term)
+        if let Some(m) = ED_SAME_AS_AGREEMENT.find_iter(&w.s).find(|m| !ED_OTHER_PERIOD.is_match(m.as_str())) {
+            return Some(w.found(a.raw.clone(), w.sentence(m.start(), m.end())));
+        }
+    }
+    effective_event(w)
+}
+
+/// `"Effective Date" means the Closing Date …`, `"Effective Date" shall be the date of the last
+/// signature …`.
+static ED_EVENT_DEFINED: LazyLock<Regex> = LazyLock::new(|| {
+    re(&format!(
+        r#"(?i)"?\b(?:effective|commencement)\s+date"?\)?\s*(?:shall\s+mean|means|is|shall\s+be|will\s+be)\s+(?P<ev>{}[^.;]{{5,200}})"#,
+        crate::normalize::DATE_EVENT_HEAD
+    ))
+});
+/// `will begin on the date this Agreement is signed by the last signatory ("Effective Date")`,
+/// `shall become effective upon the completion of the execution by both Parties (hereinafter
+/// referred to as the "Effective Date")`.
+static ED_EVENT_LABELLED: LazyLock<Regex> = LazyLock::new(|| {
+    re(&format!(
+        r#"(?i)\b(?:effective|commence|commences|commencing|begin|begins|beginning|start|starts|come\s+into\s+(?:force|effect))\b[^.;()]{{0,40}}?\b(?:on|upon|as\s+of|from)\s+(?P<ev>{}[^.;()]{{5,200}}?)\s*\((?:hereinafter[^()"“]{{0,30}}?)?(?:the\s+)?["“]?(?:[\w-]+\s+)?(?:effective|commencement)\s+date\b"#,
+        crate::normalize::DATE_EVENT_HEAD
+    ))
+});
+
+/// `The term of this Agreement will commence on the date that the Affiliate Registration Form is
+/// approved by Chase`, `This agreement shall begin upon the date of its execution by MA`.
+static ED_EVENT_TERM: LazyLock<Regex> = LazyLock::new(|| {
+    re(&format!(
+        r"(?i)\b(?:(?:the\s+)?(?:initial\s+)?term\s+of\s+this\s+(?:agreement|contract)|this\s+(?:agreement|contract))\s+(?:shall|will)\s+(?:commence|begin|start|become\s+effective|be\s+effective|take\s+effect|come\s+into\s+(?:force|effect))\s+(?:on|upon|as\s+of|from)\s+(?P<ev>{}[^.;()]{{5,200}})",
+        crate::normalize::DATE_EVENT_HEAD
+    ))
+});
+
+/// Where the sentence that names an event goes on to something else.
+static EVENT_CLAUSE_END: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i),?\s+(?:and|but)\s+(?:shall|will|is|remains?|continues?|expires?)\b|,\s+(?:unless|subject|provided)\b")
+});
+
+/// An effective date that the contract defines by an event and no date: "the Closing Date as
+/// set forth in the Share Purchase Agreement", "the date of the last signature on the last page
+/// of this Agreement" (found only where no date is). Not the agreement's own date ("the date
+/// first above written"), which has no event to tell.
+fn effective_event(w: &Work) -> Option<Found> {
+    [&*ED_EVENT_DEFINED, &*ED_EVENT_LABELLED, &*ED_EVENT_TERM].into_iter().find_map(|pattern| {
+        pattern.captures_iter(&w.s).find_map(|c| {
+            let (all, ev) = (c.get(0)?, c.name("ev")?);
+            // up to where the sentence goes on to say something else ("… and shall remain in force")
+            let event = ev.as_str();
+            let event = EVENT_CLAUSE_END.find(event).map_or(event, |m| &event[..m.start()]);
+            let event = event.trim().trim_end_matches([',', ' ']);
+            crate::normalize::is_date_event(event)
+                .then(|| w.found(event.to_string(), w.sentence(all.start(), all.end())))
+        })
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2004,6 +2058,10 @@ mod tests {
             &*BETWEEN_ANY,
             &*SPLIT_ORDINAL,
             &*AD_TRIGGER,
+            &*ED_EVENT_DEFINED,
+            &*ED_EVENT_LABELLED,
+            &*ED_EVENT_TERM,
+            &*EVENT_CLAUSE_END,
             &*AD_PREFIX,
             &*AD_BAD_PREFIX,
             &*AD_OTHER_AGREEMENT,
@@ -2479,6 +2537,41 @@ mod tests {
         assert_eq!(get(text, "agreement_date").as_deref(), Some("June 22, 2018"));
         let text = "WHEREAS, the parties have previously entered into the Agreement dated January 22, 2007. This Amendment is dated August 4, 2010.";
         assert_eq!(get(text, "agreement_date").as_deref(), Some("August 4, 2010"));
+    }
+
+    #[test]
+    fn effective_date_defined_by_an_event() {
+        let head = "DISTRIBUTION AGREEMENT between A Inc. (\"A\") and B LLC (\"B\"). ";
+        for (tail, event) in [
+            (
+                "\u{201c}Effective Date\u{201d} means the Closing Date as set forth in the Share Purchase Agreement.",
+                "the Closing Date as set forth in the Share Purchase Agreement",
+            ),
+            (
+                "Effective Date shall be the date of the last signature on the last page of this Agreement.",
+                "the date of the last signature on the last page of this Agreement",
+            ),
+            (
+                "The term of this Agreement (\"Term\") will begin on the date this Agreement is signed by the last signatory (\"Effective Date\") and remain in effect for two years.",
+                "the date this Agreement is signed by the last signatory",
+            ),
+            (
+                "The term of this Agreement will commence on the date that the Affiliate Registration Form is approved by A and will end when terminated by either party.",
+                "the date that the Affiliate Registration Form is approved by A",
+            ),
+            ("This Agreement shall become effective on the date of its execution and shall remain in force for three years.", "the date of its execution"),
+        ] {
+            let text = format!("{head}{tail}");
+            assert_eq!(get(&text, "effective_date").as_deref(), Some(event), "{tail}");
+            assert!(evidence(&text, "effective_date").contains(event), "{tail}");
+            // an event dates no making: the agreement date stays unknown
+            assert_eq!(get(&text, "agreement_date"), None, "{tail}");
+        }
+        // a written date wins, and the agreement's own date is no event
+        let text = format!("{head}\"Effective Date\" means the date of the last signature, March 3, 2003.");
+        assert_eq!(get(&text, "effective_date").as_deref(), Some("March 3, 2003"));
+        let text = format!("{head}\"Effective Date\" means the date first above written.");
+        assert_eq!(get(&text, "effective_date"), None);
     }
 
     #[test]
