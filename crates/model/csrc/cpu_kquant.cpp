@@ -15,7 +15,8 @@
 // one call serves a decode step (a few rows: the weights are streamed once) and a prompt chunk.
 //
 // Without AVX512-VNNI (checked once, at the first call) the same integer arithmetic runs in
-// scalar code: slower, and equal up to the order of the fp32 sums.
+// 256-bit AVX2 lanes, and without AVX2 in scalar code: slower, and equal up to the order of the
+// fp32 sums.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -431,6 +432,175 @@ VNNI void rows_vnni(const Problem &pb, int64_t n0, int64_t n1) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// AVX2 (x86 CPUs without AVX512-VNNI: AMD Zen 1–3, Intel before Ice Lake): the same integer
+// arithmetic in 256-bit lanes, vpmaddwd and an add where VNNI has vpdpwssd.
+
+#define AVX2 __attribute__((target("avx2,fma")))
+
+bool has_vnni();
+
+// A block unpacked for the AVX2 loop: 8 × 32 unsigned values, for each 32 the scale of each of
+// its 16 value pairs, and the 16 mins.
+struct alignas(32) ABlock {
+  __m256i q[8];
+  __m256i sc[8];
+  __m256i m;
+  float d, dmin;
+};
+
+// Vector v holds values 32v..32v+31: sub-blocks 2v and 2v+1, eight value pairs each.
+AVX2 inline __m256i pair_scales(int16_t lo, int16_t hi) { return _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo)); }
+
+AVX2 inline void aunpack_q4_k(const uint8_t *b, ABlock &o) {
+  o.d = f16_to_float(b);
+  o.dmin = f16_to_float(b + 2);
+  uint8_t sm[16];
+  q4_k_scales_mins(b, sm);
+  alignas(32) int16_t m[16];
+  for (int k = 0; k < 16; k++) m[k] = sm[8 + k / 2];
+  o.m = _mm256_load_si256(reinterpret_cast<const __m256i *>(m));
+  for (int v = 0; v < 8; v++) o.sc[v] = _mm256_set1_epi16(sm[v]);  // Q4_K: one scale per 32 values
+  const uint8_t *qs = b + 16;
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  for (int g = 0; g < 4; g++) {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(qs + 32 * g));
+    o.q[2 * g] = _mm256_and_si256(raw, low4);
+    o.q[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+  }
+}
+
+AVX2 inline void aunpack_q6_k(const uint8_t *b, ABlock &o) {
+  const uint8_t *ql = b, *qh = b + 128;
+  const int8_t *sc = reinterpret_cast<const int8_t *>(b + 192);
+  o.d = o.dmin = f16_to_float(b + 208);
+  o.m = _mm256_slli_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(sc))), 5);
+  for (int v = 0; v < 8; v++) o.sc[v] = pair_scales(sc[2 * v], sc[2 * v + 1]);
+  const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(3);
+  for (int n = 0; n < 2; n++) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(ql + 64 * n));
+    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(ql + 64 * n + 32));
+    const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(qh + 32 * n));
+    // the two high bits of each value, from bit pair 0, 1, 2 or 3 of its qh byte, put at bit 4
+    const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(hb, low2), 4);
+    const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), low2), 4);
+    const __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), low2), 4);
+    const __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), low2), 4);
+    o.q[4 * n] = _mm256_or_si256(_mm256_and_si256(a, low4), h0);
+    o.q[4 * n + 1] = _mm256_or_si256(_mm256_and_si256(c, low4), h1);
+    o.q[4 * n + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low4), h2);
+    o.q[4 * n + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), low4), h3);
+  }
+}
+
+AVX2 inline void aunpack(int type, const uint8_t *b, ABlock &o) {
+  if (type == Q4_K) aunpack_q4_k(b, o);
+  else aunpack_q6_k(b, o);
+}
+
+struct AAcc {
+  __m256 prod, min;
+};
+
+// One block of one activation row (Q8Row `x`, block `b` of `nb`) into `a`.
+AVX2 inline void adot(const ABlock &w, const uint8_t *x, int64_t k, int64_t nb, int64_t b, AAcc &a) {
+  const int8_t *p = reinterpret_cast<const int8_t *>(x) + b * QK;
+  const float dx = reinterpret_cast<const float *>(x + k)[b];
+  const int16_t *ps = reinterpret_cast<const int16_t *>(x + k + 4 * nb) + 16 * b;
+  __m256i s1 = _mm256_setzero_si256();
+  for (int v = 0; v < 8; v++) {
+    const __m256i pairs =
+        _mm256_maddubs_epi16(w.q[v], _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p + 32 * v)));
+    s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(pairs, w.sc[v]));
+  }
+  const __m256i s2 = _mm256_madd_epi16(w.m, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(ps)));
+  a.prod = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_set1_ps(dx * w.d), a.prod);
+  a.min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s2), _mm256_set1_ps(dx * w.dmin), a.min);
+}
+
+AVX2 inline float aresult(const AAcc &a) {
+  const __m256 v = _mm256_sub_ps(a.prod, a.min);
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_hadd_ps(s, s);
+  s = _mm_hadd_ps(s, s);
+  return _mm_cvtss_f32(s);
+}
+
+// As rows_fused and tile_rows/rows_tiled above.
+template <int M>
+AVX2 void rows_fused_avx2(const Problem &pb, int64_t n0, int64_t n1) {
+  const int64_t nb = pb.k / QK, wbytes = pb.type == Q4_K ? Q4_K_BYTES : Q6_K_BYTES;
+  const uint8_t *x[M];
+  for (int m = 0; m < M; m++) x[m] = pb.xq + m * pb.xq_bytes();
+  for (int64_t n = n0; n < n1; n++) {
+    const uint8_t *wr = pb.w + n * pb.row_bytes();
+    AAcc acc[M];
+    for (int m = 0; m < M; m++) acc[m] = AAcc{_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+      const char *ahead = reinterpret_cast<const char *>(wr + (b + PREFETCH_BLOCKS) * wbytes);
+      for (int64_t line = 0; line < wbytes; line += 64) _mm_prefetch(ahead + line, PREFETCH_HINT);
+      ABlock w;
+      aunpack(pb.type, wr + b * wbytes, w);
+      for (int m = 0; m < M; m++) adot(w, x[m], pb.k, nb, b, acc[m]);
+    }
+    for (int m = 0; m < M; m++) pb.store(m, n, aresult(acc[m]));
+  }
+}
+
+template <int MR>
+AVX2 void tile_rows_avx2(const Problem &pb, const ABlock *tile, int64_t tn, int64_t t0, int64_t m0) {
+  const int64_t nb = pb.k / QK;
+  const uint8_t *x[MR];
+  for (int m = 0; m < MR; m++) x[m] = pb.xq + (m0 + m) * pb.xq_bytes();
+  for (int64_t r = 0; r < tn; r++) {
+    AAcc acc[MR];
+    for (int m = 0; m < MR; m++) acc[m] = AAcc{_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+      const ABlock &w = tile[r * nb + b];
+      for (int m = 0; m < MR; m++) adot(w, x[m], pb.k, nb, b, acc[m]);
+    }
+    for (int m = 0; m < MR; m++) pb.store(m0 + m, t0 + r, aresult(acc[m]));
+  }
+}
+
+AVX2 void rows_avx2(const Problem &pb, int64_t n0, int64_t n1) {
+  switch (pb.rows) {
+    case 1: return rows_fused_avx2<1>(pb, n0, n1);
+    case 2: return rows_fused_avx2<2>(pb, n0, n1);
+    case 3: return rows_fused_avx2<3>(pb, n0, n1);
+    case 4: return rows_fused_avx2<4>(pb, n0, n1);
+    default: break;
+  }
+  const int64_t nb = pb.k / QK, wbytes = pb.type == Q4_K ? Q4_K_BYTES : Q6_K_BYTES;
+  const int64_t tile_rows_n = std::max<int64_t>(1, std::min<int64_t>(TILE_N, TILE_BYTES / (nb * int64_t(sizeof(ABlock)))));
+  Aligned<ABlock> tile(tile_rows_n * nb);
+  for (int64_t t0 = n0; t0 < n1; t0 += tile_rows_n) {
+    const int64_t tn = std::min(tile_rows_n, n1 - t0);
+    for (int64_t r = 0; r < tn; r++) {
+      const uint8_t *wr = pb.w + (t0 + r) * pb.row_bytes();
+      for (int64_t b = 0; b < nb; b++) aunpack(pb.type, wr + b * wbytes, tile[r * nb + b]);
+    }
+    int64_t m = 0;
+    for (; m + 4 <= pb.rows; m += 4) tile_rows_avx2<4>(pb, &tile[0], tn, t0, m);
+    for (; m < pb.rows; m++) tile_rows_avx2<1>(pb, &tile[0], tn, t0, m);
+  }
+}
+
+bool has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+
+// Which code multiplies: the caller's `path` (0: the best the CPU has; 1: scalar; 2: at most
+// AVX2, for tests on CPUs that have VNNI too).
+enum class Path { Scalar, Avx2, Vnni };
+
+Path choose_path(int32_t path) {
+  if (path == 1) return Path::Scalar;
+  if (path == 0 && has_vnni()) return Path::Vnni;
+  return has_avx2() ? Path::Avx2 : Path::Scalar;
+}
+
 bool has_vnni() {
   static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
@@ -450,7 +620,7 @@ constexpr int64_t MIN_CHUNK_N = 16;
 // Matrices stacked along the output dimension (`parts`, each writing its own columns) as one
 // problem: their rows are split over the threads together, so a step pays one parallel region
 // (one fork, one join, one wait for the slowest thread) for q, k and v, not three.
-void run(const std::vector<Problem> &parts, bool vector) {
+void run(const std::vector<Problem> &parts, Path path) {
   int64_t total = 0;
   for (const Problem &p : parts) total += p.n;
   const int64_t rows = parts.front().rows;
@@ -473,8 +643,11 @@ void run(const std::vector<Problem> &parts, bool vector) {
         for (const Problem &sub : subs) {
           const int64_t lo = std::max(b, first) - first, hi = std::min(e, first + sub.n) - first;
           if (lo < hi) {
-            if (vector) rows_vnni(sub, lo, hi);
-            else rows_scalar(sub, lo, hi);
+            switch (path) {
+              case Path::Vnni: rows_vnni(sub, lo, hi); break;
+              case Path::Avx2: rows_avx2(sub, lo, hi); break;
+              case Path::Scalar: rows_scalar(sub, lo, hi); break;
+            }
           }
           first += sub.n;
         }
@@ -486,8 +659,8 @@ void run(const std::vector<Problem> &parts, bool vector) {
 }  // namespace
 
 // x [rows, k] (contiguous fp32 or bf16, CPU) quantized to 8 bits per 256 values: a uint8
-// tensor [rows, k + k/64 + k/8] (values, scales, sums of 16). `scalar` forces the portable path.
-extern "C" int docpipe_q8_quantize(const at::Tensor *x_, int32_t scalar, at::Tensor **out, char *err, size_t err_len) {
+// tensor [rows, k + k/64 + k/8] (values, scales, sums of 16). `path`: see choose_path.
+extern "C" int docpipe_q8_quantize(const at::Tensor *x_, int32_t path, at::Tensor **out, char *err, size_t err_len) {
   try {
     const at::Tensor &x = *x_;
     if (!x.device().is_cpu() || !x.is_contiguous() || x.dim() != 2 || x.size(1) % QK != 0)
@@ -495,7 +668,8 @@ extern "C" int docpipe_q8_quantize(const at::Tensor *x_, int32_t scalar, at::Ten
     const int64_t rows = x.size(0), k = x.size(1), rb = Q8Row::bytes(k);
     at::Tensor q = at::empty({rows, rb}, x.options().dtype(at::kByte));
     uint8_t *o = q.data_ptr<uint8_t>();
-    const bool vector = scalar == 0 && has_vnni();
+    // (the AVX2 path takes the scalar quantization: the same bytes, and a small share of the work)
+    const bool vector = choose_path(path) == Path::Vnni;
     if (x.scalar_type() == at::kFloat) {
       const float *p = x.data_ptr<float>();
       at::parallel_for(0, rows, 16, [&](int64_t b, int64_t e) {
@@ -525,9 +699,9 @@ extern "C" int docpipe_q8_quantize(const at::Tensor *x_, int32_t scalar, at::Ten
 // y = x · [W₀; W₁; …]ᵀ for xq from docpipe_q8_quantize and `nparts` matrices W_i [n_i, k] in
 // GGUF blocks of `types[i]` (12 = Q4_K, 14 = Q6_K), each a uint8 tensor [n_i, k/256 · block
 // bytes], stacked along the output dimension: y is a contiguous [rows, Σ n_i] fp32 or bf16 CPU
-// tensor. `scalar` forces the portable path (tests).
+// tensor. `path`: see choose_path (tests force the scalar and the AVX2 code).
 extern "C" int docpipe_kquant_matmul(const at::Tensor *xq_, const at::Tensor *const *ws, const int32_t *types,
-                                     int64_t nparts, int64_t k, at::Tensor *y_, int32_t scalar, char *err,
+                                     int64_t nparts, int64_t k, at::Tensor *y_, int32_t path, char *err,
                                      size_t err_len) {
   try {
     const at::Tensor &xq = *xq_;
@@ -561,7 +735,7 @@ extern "C" int docpipe_kquant_matmul(const at::Tensor *xq_, const at::Tensor *co
     if (y.size(1) != col)
       throw std::invalid_argument("kquant_matmul: y has " + std::to_string(y.size(1)) + " columns for " +
                                   std::to_string(col) + " weight rows");
-    run(parts, scalar == 0 && has_vnni());
+    run(parts, choose_path(path));
     return 0;
   } catch (const std::exception &e) {
     return fail(e, err, err_len);

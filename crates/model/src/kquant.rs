@@ -1,6 +1,6 @@
 //! GGUF k-quant matrices (`Q4_K`, `Q6_K`) kept in their own blocks and multiplied there
 //! (`csrc/cpu_kquant.cpp`): the activations are quantized to 8 bits per 256 values and each
-//! block's dot product is integer arithmetic on AVX512-VNNI (a scalar path elsewhere), as
+//! block's dot product is integer arithmetic on AVX512-VNNI (else AVX2, else scalar code), as
 //! llama.cpp computes it. The weights take the file's 4.5 and 6.6 bits per value in memory and
 //! are read once per step, whatever the batch: what decoding at batch 1 is bound by.
 //!
@@ -20,6 +20,25 @@ use crate::gguf::GgmlType;
 const BLOCK: usize = 256;
 
 /// The formats the kernel reads.
+/// Which code multiplies (the kernel's `path` argument): the best the CPU has (AVX512-VNNI, else
+/// AVX2, else scalar), or, for tests, the scalar or the AVX2 code (the scalar where the CPU has
+/// no AVX2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Path {
+    Best = 0,
+    Scalar = 1,
+    Avx2 = 2,
+}
+
+/// `DOCPIPE_KQUANT_KERNEL=scalar|avx2` holds the kernel to less than the CPU has (to measure
+/// what each path is worth in one run; `docs/benchmarks.md`); unset or anything else: the best.
+static KERNEL: std::sync::LazyLock<Path> =
+    std::sync::LazyLock::new(|| match std::env::var("DOCPIPE_KQUANT_KERNEL").as_deref() {
+        Ok("scalar") => Path::Scalar,
+        Ok("avx2") => Path::Avx2,
+        _ => Path::Best,
+    });
+
 pub fn supported(kind: GgmlType) -> bool {
     matches!(kind, GgmlType::Q4K | GgmlType::Q6K)
 }
@@ -133,11 +152,11 @@ impl KQuantLinear {
 
     /// `x` `[..., in]` (fp32 or bf16) → `[..., out]` in `x`'s precision.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor, TchError> {
-        self.forward_with(x, false)
+        self.forward_with(x, *KERNEL)
     }
 
-    /// With `scalar`, the portable path even where the CPU has VNNI (for tests).
-    pub(crate) fn forward_with(&self, x: &Tensor, scalar: bool) -> Result<Tensor, TchError> {
+    /// With a given kernel path: the scalar or the AVX2 code even where the CPU has more (tests).
+    pub(crate) fn forward_with(&self, x: &Tensor, path: Path) -> Result<Tensor, TchError> {
         let size = x.size();
         if size.last() != Some(&self.in_features) {
             return Err(TchError::Shape(format!("input {size:?} for a matrix of {} columns", self.in_features)));
@@ -145,10 +164,10 @@ impl KQuantLinear {
         // a decode step's input is already a contiguous matrix: no reshape or view to dispatch
         let matrix = size.len() == 2 && x.is_contiguous();
         let flat = if matrix { x.shallow_clone() } else { x.f_reshape([-1, self.in_features])?.f_contiguous()? };
-        let xq = ffi::quantize(&flat, scalar)?;
+        let xq = ffi::quantize(&flat, path)?;
         let y = Tensor::f_empty([flat.size()[0], self.out_features], (x.kind(), Device::Cpu))?;
         let parts: Vec<(&Tensor, GgmlType)> = self.parts.iter().map(|p| (&p.blocks, p.kind)).collect();
-        ffi::matmul(&xq, &parts, self.in_features, &y, scalar)?;
+        ffi::matmul(&xq, &parts, self.in_features, &y, path)?;
         if matrix {
             return Ok(y);
         }
@@ -170,12 +189,13 @@ mod ffi {
 
     use tch::{TchError, Tensor};
 
+    use super::Path;
     use crate::gguf::GgmlType;
 
     extern "C" {
         fn docpipe_q8_quantize(
             x: *const c_void,
-            scalar: i32,
+            path: i32,
             out: *mut *mut c_void,
             err: *mut c_char,
             err_len: usize,
@@ -187,18 +207,18 @@ mod ffi {
             nparts: i64,
             k: i64,
             y: *mut c_void,
-            scalar: i32,
+            path: i32,
             err: *mut c_char,
             err_len: usize,
         ) -> c_int;
     }
 
-    pub(super) fn quantize(x: &Tensor, scalar: bool) -> Result<Tensor, TchError> {
+    pub(super) fn quantize(x: &Tensor, path: Path) -> Result<Tensor, TchError> {
         let mut out: *mut c_void = std::ptr::null_mut();
         // SAFETY: `x` is a live `at::Tensor*` handle; on success the shim stores a new heap
         // `at::Tensor*` in `out`.
         crate::shim::call(|err, len| unsafe {
-            docpipe_q8_quantize(x.as_ptr().cast(), scalar as i32, &mut out, err, len)
+            docpipe_q8_quantize(x.as_ptr().cast(), path as i32, &mut out, err, len)
         })
         .map_err(TchError::Torch)?;
         // SAFETY: `out` is the handle the successful call just stored.
@@ -211,7 +231,7 @@ mod ffi {
         parts: &[(&Tensor, GgmlType)],
         k: i64,
         y: &Tensor,
-        scalar: bool,
+        path: Path,
     ) -> Result<(), TchError> {
         let mut ids = Vec::with_capacity(parts.len());
         for (_, kind) in parts {
@@ -234,7 +254,7 @@ mod ffi {
                 parts.len() as i64,
                 k,
                 y.as_ptr() as *mut c_void,
-                scalar as i32,
+                path as i32,
                 err,
                 len,
             )
@@ -247,15 +267,16 @@ mod ffi {
 mod ffi {
     use tch::{TchError, Tensor};
 
+    use super::Path;
     use crate::gguf::GgmlType;
 
     const MISSING: &str = "the CPU kernels are not built into this binary (LIBTORCH unset at build time)";
 
-    pub(super) fn quantize(_x: &Tensor, _scalar: bool) -> Result<Tensor, TchError> {
+    pub(super) fn quantize(_x: &Tensor, _path: Path) -> Result<Tensor, TchError> {
         Err(TchError::Torch(MISSING.into()))
     }
 
-    pub(super) fn matmul(_: &Tensor, _: &[(&Tensor, GgmlType)], _: i64, _: &Tensor, _: bool) -> Result<(), TchError> {
+    pub(super) fn matmul(_: &Tensor, _: &[(&Tensor, GgmlType)], _: i64, _: &Tensor, _: Path) -> Result<(), TchError> {
         Err(TchError::Torch(MISSING.into()))
     }
 }
@@ -312,13 +333,15 @@ mod tests {
             let x = Tensor::randn(shape.as_slice(), (Kind::Float, Device::Cpu));
             let want = x.linear(&w, None::<Tensor>);
             let fast = lin.forward(&x).unwrap();
-            let scalar = lin.forward_with(&x, true).unwrap();
+            let avx2 = lin.forward_with(&x, Path::Avx2).unwrap();
+            let scalar = lin.forward_with(&x, Path::Scalar).unwrap();
             assert_eq!(fast.size(), want.size());
             // 8-bit activations: the error llama.cpp's Q8_K dot products have
             assert!(rel_err(&fast, &want) < 2e-2, "vector path: {}", rel_err(&fast, &want));
             assert!(rel_err(&scalar, &want) < 2e-2, "scalar path: {}", rel_err(&scalar, &want));
-            // the two paths do the same integer arithmetic; only fp32 summation order differs
+            // the paths do the same integer arithmetic; only fp32 summation order differs
             assert!(rel_err(&fast, &scalar) < 1e-5, "vector vs scalar: {}", rel_err(&fast, &scalar));
+            assert!(rel_err(&avx2, &scalar) < 1e-5, "AVX2 vs scalar: {}", rel_err(&avx2, &scalar));
             let x16 = x.to_kind(Kind::BFloat16);
             let got16 = lin.forward(&x16).unwrap();
             assert_eq!(got16.kind(), Kind::BFloat16);
