@@ -20,8 +20,12 @@ pub struct Calibration {
     pub budget: usize,
 }
 
+/// Pairs of calibration passes, of which the largest cost counts.
+const ROUNDS: usize = 2;
+
 /// Derive the per-pass token budget from the memory available. After a warm-up, two forward
-/// passes over synthetic sequences of `seq_len` tokens (one, then three of them) measure what
+/// passes over synthetic sequences of `seq_len` tokens (one, then three of them; twice, the
+/// larger cost kept) measure what
 /// one more sequence costs at that length — the most per token, as global attention grows with length
 /// — as the difference of their peaks, so memory the allocator already holds cancels out.
 /// A budget of `available × fraction / bytes_per_token` padded tokens then keeps a pass of
@@ -43,8 +47,15 @@ pub fn calibrate_budget(
         Ok(device::peak_since_reset(device).unwrap_or(before).saturating_sub(before))
     };
     model.embed(&[seq.as_slice()])?; // one-time allocations (kernels, caches) out of the way
-    let (one, three) = (growth(1)?, growth(3)?);
-    let per_seq = (three.saturating_sub(one) / 2).max(1);
+                                     // On the CPU the peaks are the process's resident memory, which the heap's free lists blur:
+                                     // one pair of passes measured 35 KB per token where the next measured 62 KB (a 2-core AMD
+                                     // EPYC, fp32). The larger of two pairs: a budget too small costs a little speed, one too
+                                     // large the memory it was to keep.
+    let mut per_seq = 1;
+    for _ in 0..ROUNDS {
+        let (one, three) = (growth(1)?, growth(3)?);
+        per_seq = per_seq.max(three.saturating_sub(one) / 2);
+    }
     let bytes_per_token = per_seq.div_ceil(seq_len as u64).max(1);
     // CUDA: the allocator keeps what the passes needed cached for the next ones
     let cached = if device.is_cuda() { 3 * per_seq } else { 0 };
