@@ -25,8 +25,7 @@ const ROUNDS: usize = 2;
 
 /// Derive the per-pass token budget from the memory available. After a warm-up, two forward
 /// passes over synthetic sequences of `seq_len` tokens (one, then three of them; twice, the
-/// larger cost kept) measure what
-/// one more sequence costs at that length — the most per token, as global attention grows with length
+/// larger cost kept) measure what one more sequence costs at that length — the most per token, as global attention grows with length
 /// — as the difference of their peaks, so memory the allocator already holds cancels out.
 /// A budget of `available × fraction / bytes_per_token` padded tokens then keeps a pass of
 /// full-length chunks within `fraction` of the memory. It is an estimate: a pass that still
@@ -47,10 +46,11 @@ pub fn calibrate_budget(
         Ok(device::peak_since_reset(device).unwrap_or(before).saturating_sub(before))
     };
     model.embed(&[seq.as_slice()])?; // one-time allocations (kernels, caches) out of the way
-                                     // On the CPU the peaks are the process's resident memory, which the heap's free lists blur:
-                                     // one pair of passes measured 35 KB per token where the next measured 62 KB (a 2-core AMD
-                                     // EPYC, fp32). The larger of two pairs: a budget too small costs a little speed, one too
-                                     // large the memory it was to keep.
+
+    // On the CPU the peaks are the process's resident memory, which the heap's free lists blur:
+    // one pair of passes measured 35 KB per token where the next measured 62 KB (a 2-core AMD
+    // EPYC, fp32). The larger of two pairs: a budget too small costs a little speed, one too
+    // large the memory it was to keep.
     let mut per_seq = 1;
     for _ in 0..ROUNDS {
         let (one, three) = (growth(1)?, growth(3)?);

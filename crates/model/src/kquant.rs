@@ -31,7 +31,7 @@ pub(crate) enum Path {
 }
 
 /// `DOCPIPE_KQUANT_KERNEL=scalar|avx2` holds the kernel to less than the CPU has (to measure
-/// what each path is worth in one run; `docs/benchmarks.md`); unset or anything else: the best.
+/// what each path is worth in one run; `docs/decoder.md`); unset or anything else: the best.
 static KERNEL: std::sync::LazyLock<Path> =
     std::sync::LazyLock::new(|| match std::env::var("DOCPIPE_KQUANT_KERNEL").as_deref() {
         Ok("scalar") => Path::Scalar,
