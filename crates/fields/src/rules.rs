@@ -1202,10 +1202,14 @@ static ED_COMMENCE: LazyLock<Regex> = LazyLock::new(|| {
 });
 static TERM_OR_AGREEMENT: LazyLock<Regex> =
     LazyLock::new(|| re(r"(?i)\bterm\b|\bagreement\b|\bcontract\b|\bamendment\b|\blease\b"));
-/// The agreement takes effect when the last party signs.
+/// The agreement takes effect when the last party signs ("effective as of the last date signed
+/// below", "the term will begin on the date this Agreement is signed by the last signatory",
+/// "effective on the date of signed acceptance"), or on the date its signature block gives
+/// ("executed and effective as of the date set forth below", "entered into as of the date noted
+/// below (the "Effective Date")").
 static ED_ON_SIGNATURE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:effective|takes?\s+effect|enters?\s+into\s+(?:force|effect)|comes?\s+into\s+(?:force|effect)|becomes?\s+effective)\b[^.;]{0,40}?\b(?:(?:the\s+)?last\s+date\s+signed|(?:the\s+)?date\s+of\s+(?:its\s+|the\s+)?(?:(?:last|final|most\s+recent)\s+(?:final\s+)?)?signature|(?:the\s+)?signatures?\s+and\s+seals?|upon\s+(?:the\s+)?signatures?\b|(?:when|upon|on\s+the\s+date)\s+(?:it\s+is\s+|this\s+agreement\s+is\s+|this\s+agreement\s+has\s+been\s+)?(?:signed|executed)\s+by\s+(?:both|all|each|the)\b|(?:the\s+)?later\s+of\s+the\s+(?:two\s+)?(?:signature\s+)?dates\b)",
+        r#"(?i)\b(?:effective|takes?\s+effect|enters?\s+into\s+(?:force|effect)|comes?\s+into\s+(?:force|effect)|becomes?\s+effective|(?:will|shall)\s+(?:begin|commence))\b[^.;]{0,40}?\b(?:(?:the\s+)?last\s+date\s+signed|(?:the\s+)?date\s+of\s+(?:its\s+|the\s+)?(?:(?:last|final|most\s+recent)\s+(?:final\s+)?)?signature|(?:the\s+)?date\s+of\s+signed\s+acceptance|(?:the\s+)?signatures?\s+and\s+seals?|upon\s+(?:the\s+)?signatures?\b|(?:when|upon|on\s+the\s+date)\s+(?:it\s+is\s+|this\s+agreement\s+is\s+|this\s+agreement\s+has\s+been\s+)?(?:signed|executed)\s+by\s+(?:both|all|each|the)\b|(?:the\s+)?later\s+of\s+the\s+(?:two\s+)?(?:signature\s+)?dates\b|(?:as\s+of\s+|on\s+)the\s+date\s+(?:set\s+forth|noted|indicated|shown|stated)\s+below)|\bas\s+of\s+the\s+date\s+(?:set\s+forth|noted|indicated|shown|stated)\s+below\s*\(\s*(?:the\s+|this\s+)?["“]?effective\s+date"#,
     )
 });
 /// The effective date is the agreement's own date.
@@ -2594,6 +2598,19 @@ mod tests {
     fn effective_date_on_signature_as_from_and_upon() {
         let t = "B. Term This Agreement is effective as of the last date signed below (\"Effective Date\"). The initial term is one year. IN WITNESS WHEREOF the parties sign. Signature /s/ Andrew Zhang Date 13/07/05 Signature /s/ Corinne Fallacaro Date 13/07/05";
         assert_eq!(get(t, "effective_date").as_deref(), Some("13/07/05"));
+        // the latest date of the signature block, whatever words tie the start to it
+        let block = " IN WITNESS WHEREOF the parties sign. BY: /s/ Jane Roe BY: /s/ John Doe Date: August 07, 2018 Date: August 08, 2018 Name: Jane Roe";
+        for term in [
+            "6.1 The term of this Agreement (\"Term\") will begin on the date this Agreement is signed by the last signatory (\"Effective Date\") and remain in effect for two years.",
+            "(c) This Agreement shall be effective on the date of signed acceptance (\"Effective Date\") by MMMW.",
+            "This Services Agreement is entered into as of the date noted below (the \"Effective Date\") between A, Inc. (\"Company\") and B, Inc. (\"Customer\").",
+            "IN WITNESS WHEREOF, each party hereto has caused this agreement to be executed and effective as of the date set forth below.",
+        ] {
+            assert_eq!(get(&format!("{term}{block}"), "effective_date").as_deref(), Some("August 08, 2018"), "{term}");
+        }
+        // a date set forth below that is not the agreement's start: no effective date from it
+        let t = format!("The Customer shall pay the fees on the date set forth below.{block}");
+        assert_eq!(get(&t, "effective_date"), None);
         let t = "13.1. The present Agreement is effective as from 1 January 2009. It is established by calendar year.";
         assert_eq!(get(t, "effective_date").as_deref(), Some("1 January 2009"));
         let t = "The term of this Agreement for the Hosted Site shall commence upon April 1, 1999 and shall continue for one year.";
