@@ -1000,6 +1000,9 @@ static AD_LABEL_BAD: LazyLock<Regex> = LazyLock::new(|| {
 /// "made ... as of", "entered into on", "this 5th day of", ...; else "This Agreement is dated
 /// <date>" or a "Date:" line anywhere.
 fn agreement_date(w: &Work) -> Option<DateHit> {
+    if let Some(hit) = letter_date(w) {
+        return Some(hit);
+    }
     let dated = |at: usize, prefixed: bool| {
         let sent = w.sentence(at, at);
         let before = w.slice(sent.start.max(at.saturating_sub(300)), at);
@@ -1102,6 +1105,43 @@ fn empty_blank_date(w: &Work, pattern: &Regex) -> Option<DateHit> {
         }
         Some(DateHit { raw: all.as_str().to_string(), evidence: w.sentence(all.start(), all.end()) })
     })
+}
+
+/// A letter's salutation: what follows the addressee of a letter agreement.
+static SALUTATION: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)\b(?:(?:dear\s+)?ladies\s+and\s+gentlemen|dear\s+sirs?(?:\s+(?:and|or)\s+(?:madam|mesdames))?)\b")
+});
+/// The date line of a letter agreement: a date, or one the template leaves blank ("November
+/// ___, 2006", "___________ __, 2000", or the blank lost: "AGENCY AGREEMENT , 2006").
+static LETTER_DATE: LazyLock<Regex> = LazyLock::new(|| {
+    re(&format!(
+        r"(?i)(?:{{DATE}}|{BLANK}(?:\s+{BLANK})*\s*,\s*{YEAR}|\b(?:agreement|contract)\s*,\s*(?P<year>{YEAR}))"
+    ))
+});
+
+/// A letter agreement is dated by the line between its title and the salutation ("REMARKETING
+/// AGREEMENT February 15, 2011 Barclays Capital Inc. 745 Seventh Avenue … Ladies and Gentlemen:",
+/// "AGENCY AGREEMENT ____________, 1996 Capital Resources, Inc. … Ladies and Gentlemen:"), not by
+/// the dates its body refers to: the last date within the 400 bytes before the salutation, where
+/// no sentence of prose comes between them.
+fn letter_date(w: &Work) -> Option<DateHit> {
+    let salutation = SALUTATION.find(w.head(6000))?;
+    let from = ceil_cb(&w.s, salutation.start().saturating_sub(400));
+    let window = &w.s[from..salutation.start()];
+    let c = LETTER_DATE.captures_iter(window).last()?;
+    let m = c.get(0)?;
+    let (start, end) = (from + m.start(), from + m.end());
+    // the blank lost: the year alone is what the text says
+    let raw = c.name("year").map_or_else(|| tidy_date(m.as_str()), |y| y.as_str().to_string());
+    let wide = w.slice(start.saturating_sub(160), start);
+    if PROSE_SENTENCE_END.is_match(&window[m.end()..])
+        || AD_OTHER_AGREEMENT.is_match(wide)
+        || AD_OTHER_DOCUMENT.is_match(wide)
+        || SOURCE_LINE.is_match(wide)
+    {
+        return None;
+    }
+    Some(DateHit { raw, evidence: w.sentence(start, end) })
 }
 
 /// The end of a sentence of prose ("... was approved. Final"), not of an abbreviation ("INC. 8.250%").
@@ -2525,6 +2565,21 @@ mod tests {
         assert_eq!(get(t, "agreement_date").as_deref(), Some("1st day of --- November, 2003"));
         let t = "THIS MANUFACTURING AGREEMENT (the \"Agreement\") is made this first day of July, 2017 between A LLC and B Corp.";
         assert_eq!(get(t, "agreement_date").as_deref(), Some("first day of July, 2017"));
+    }
+
+    #[test]
+    fn a_letter_agreement_is_dated_by_its_date_line() {
+        let body = " Ladies and Gentlemen: The Company will offer its common stock to depositors of the Association as of March 31, 1995 (\"Eligible Account Holders\").";
+        for (line, date) in [
+            ("REMARKETING AGREEMENT February 15, 2011 Barclays Capital Inc. 745 Seventh Avenue New York, NY 10019", "February 15, 2011"),
+            ("AGENCY AGREEMENT ____________, 1996 Capital Resources, Inc. 1701 K Street, N.W. Washington, D.C. 20006", "____________, 1996"),
+            ("AGENCY AGREEMENT November ___, 2006 SANDLER O'NEILL & PARTNERS, L.P. 919 Third Avenue New York", "November ___, 2006"),
+            ("EL BANCO FINANCIAL CORPORATION AGENCY AGREEMENT , 2006", "2006"),
+        ] {
+            assert_eq!(get(&format!("{line}{body}"), "agreement_date").as_deref(), Some(date), "{line}");
+        }
+        let year = crate::normalize::normalize(crate::Kind::Date, "2006");
+        assert_eq!(year, crate::normalize::Value::PartialDate { year: 2006, month: None });
     }
 
     #[test]
