@@ -252,7 +252,7 @@ impl Extractor {
                 Outcome::Answered(Value::Parties { parties: found }),
             ) = (&outcome, &by_rules)
             {
-                let parties = ground_parties(parties, found, &input.doc.text);
+                let parties = ground_parties(parties, found);
                 outcome = Outcome::Answered(Value::Parties { parties });
             }
             let source = choose(field.policy, &outcome, &by_rules);

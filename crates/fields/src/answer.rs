@@ -118,16 +118,15 @@ pub fn rules_found(text: &str) -> BTreeMap<&'static str, (Outcome, Option<Found>
 /// for it ("SAP AFRICA" for `SYSTEMS APPLICATIONS PRODUCTS (AFRICA) (PTY) LIMITED ("SAP
 /// AFRICA")`), or miscopies a name ("KENTH TURPIN" for "KENNETH TURPIN"). A model party whose
 /// name is one of the roles the rules found for a party, and is not itself a party's name,
-/// takes that party's name; one whose name the text does not contain takes the name of the
-/// rules' party it is closest to, where the two differ by a few letters only (edit distance at
-/// most a sixth of the longer name). A rules' name is taken only where it looks like one (two
+/// takes that party's name; one whose name differs from a rules' party's by a few letters only
+/// (edit distance at most a sixth of the longer name) takes the name of the closest such party:
+/// the preamble's spelling, even where the text also writes the other somewhere ("UTK
+/// Corporation" in a later clause, "UTEK Corporation" in the preamble). A rules' name is taken only where it looks like one (two
 /// words of letters at least, little punctuation): the rules also misread a signature line
 /// ("You: , -----") as a party. The model's list, its order and its roles are kept otherwise;
 /// parties that end up with the same name are one, as in every party list.
-pub fn ground_parties(model: &[Party], rules: &[Party], text: &str) -> Vec<Party> {
+pub fn ground_parties(model: &[Party], rules: &[Party]) -> Vec<Party> {
     let key = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase().replace('\u{2019}', "'");
-    // the document folded the same way, only where a name is not the rules' (most are)
-    let folded = std::cell::OnceCell::new();
     let names: Vec<String> = rules.iter().map(|p| key(&p.name)).collect();
     let looks_like_a_name = |s: &str| {
         let words = s.split(|c: char| !c.is_alphabetic()).filter(|w| w.chars().count() >= 2).count();
@@ -151,11 +150,9 @@ pub fn ground_parties(model: &[Party], rules: &[Party], text: &str) -> Vec<Party
                     .min_by_key(|&(_, d, _)| d)
                     .map(|(r, ..)| r)
             };
-            let found = match by_role {
-                Some(r) => Some(r),
-                None if !folded.get_or_init(|| key(text)).contains(&name) => near(),
-                None => None,
-            };
+            // a spelling of a rules' name ("UTK Corporation" beside the preamble's "UTEK
+            // Corporation") is that party, even where the text writes it so somewhere
+            let found = by_role.or_else(near);
             if let Some(r) = found {
                 grounded.name = r.name.clone();
                 if !grounded.roles.iter().any(|x| key(x) == name) {
@@ -227,51 +224,43 @@ mod tests {
 
     #[test]
     fn model_parties_are_held_to_the_names_the_contract_writes() {
-        let text = "This LICENCE AND MAINTENANCE AGREEMENT is made between SYSTEMS APPLICATIONS PRODUCTS \
-                    (AFRICA) (PTY) LIMITED (\"SAP AFRICA\") and TELKOM SOUTH AFRICA LIMITED (\"TELKOM\"). \
-                    KENNETH TURPIN (\"Turpin\") signs as witness.";
         let rules = [
             party("SYSTEMS APPLICATIONS PRODUCTS (AFRICA) (PTY) LIMITED", &["SAP AFRICA"]),
             party("TELKOM SOUTH AFRICA LIMITED", &["TELKOM"]),
             party("KENNETH TURPIN", &["Turpin"]),
         ];
         // a defined short name becomes the party's name, and stays as a role
-        let got = ground_parties(
-            &[party("SAP AFRICA", &["company"]), party("Telkom South Africa Limited", &[])],
-            &rules,
-            text,
-        );
+        let got =
+            ground_parties(&[party("SAP AFRICA", &["company"]), party("Telkom South Africa Limited", &[])], &rules);
         assert_eq!(got[0], party("SYSTEMS APPLICATIONS PRODUCTS (AFRICA) (PTY) LIMITED", &["company", "SAP AFRICA"]));
         assert_eq!(got[1], party("Telkom South Africa Limited", &[]), "a name the rules also give is kept as written");
         // a miscopied name that the text does not contain takes the near rules' name
-        let got = ground_parties(&[party("KENTH TURPIN", &["Turpin"])], &rules, text);
+        let got = ground_parties(&[party("KENTH TURPIN", &["Turpin"])], &rules);
         assert_eq!(got, [party("KENNETH TURPIN", &["Turpin", "KENTH TURPIN"])]);
-        // a name the text contains is kept, however near another; so is one far from any
-        let near_but_written =
-            ground_parties(&[party("TELKOM", &[])], &[party("TELKOM SOUTH AFRICA LIMITED", &[])], text);
-        assert_eq!(near_but_written, [party("TELKOM", &[])]);
-        let far = ground_parties(&[party("Acme Widgets Corporation", &[])], &rules, text);
+        // the preamble's spelling wins over one the text also writes elsewhere
+        let got = ground_parties(&[party("UTK Corporation", &["Contractor"])], &[party("UTEK Corporation", &["UTK"])]);
+        assert_eq!(got, [party("UTEK Corporation", &["Contractor", "UTK Corporation"])]);
+        // a name that is more than a spelling away is kept: a shorter name, one far from any
+        let shorter = ground_parties(&[party("TELKOM", &[])], &[party("TELKOM SOUTH AFRICA LIMITED", &[])]);
+        assert_eq!(shorter, [party("TELKOM", &[])]);
+        let far = ground_parties(&[party("Acme Widgets Corporation", &[])], &rules);
         assert_eq!(far, [party("Acme Widgets Corporation", &[])]);
         // two model parties that are one
         let got = ground_parties(
             &[party("SAP AFRICA", &[]), party("SYSTEMS APPLICATIONS PRODUCTS (AFRICA) (PTY) LIMITED", &["Licensor"])],
             &rules,
-            text,
         );
         assert_eq!(got, [party("SYSTEMS APPLICATIONS PRODUCTS (AFRICA) (PTY) LIMITED", &["SAP AFRICA", "Licensor"])]);
         assert_eq!(edit_distance("kenth turpin", "kenneth turpin"), 2);
         // a rules' "party" that is a misread signature line is not a name to take
         let junk = [party("You: , ------------------------------------", &["You"])];
-        assert_eq!(
-            ground_parties(&[party("You", &["Franchisee"])], &junk, "You: , ------"),
-            [party("You", &["Franchisee"])]
-        );
+        assert_eq!(ground_parties(&[party("You", &["Franchisee"])], &junk), [party("You", &["Franchisee"])]);
         for name in [
             "NETGEAR, Inc.",
             "Solutions Media, Inc., dba SpinRecords.com",
             "SYSTEMS APPLICATIONS PRODUCTS (AFRICA) (PTY) LIMITED",
         ] {
-            let got = ground_parties(&[party("X Y", &[])], &[party(name, &["X Y"])], "");
+            let got = ground_parties(&[party("X Y", &[])], &[party(name, &["X Y"])]);
             assert_eq!(got[0].name, name, "{name} reads as a name");
         }
     }
