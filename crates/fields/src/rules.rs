@@ -74,6 +74,14 @@ pub fn extract(text: &str) -> BTreeMap<&'static str, Found> {
 // ---------------------------------------------------------------------------------------------
 // Working copy: collapsed whitespace, plain quotes, and a map back to the original chars.
 
+/// Whether `s` ends with a word that a date follows ("as of", "dated"), so that a digit right
+/// after it begins a date that lost its space.
+fn glued_to_date(s: &str) -> bool {
+    let tail = &s[floor_cb(s, s.len().saturating_sub(6))..];
+    let lower = tail.to_ascii_lowercase();
+    lower.ends_with(" as of") || lower.ends_with(" dated")
+}
+
 struct Work {
     /// The working copy.
     s: String,
@@ -112,6 +120,9 @@ impl Work {
                 push(&mut s, ' ', j);
             } else if s.ends_with('_') && c.is_alphanumeric() {
                 // a blank filled in without a space ("as of _Dec. 8, 2005_"): the words stand apart
+                push(&mut s, ' ', i);
+            } else if c.is_ascii_digit() && glued_to_date(&s) {
+                // a date glued to the word before it ("made and effective as of1 August 2019")
                 push(&mut s, ' ', i);
             }
             let c = match c {
@@ -2565,6 +2576,12 @@ mod tests {
         assert_eq!(get(t, "agreement_date").as_deref(), Some("1st day of --- November, 2003"));
         let t = "THIS MANUFACTURING AGREEMENT (the \"Agreement\") is made this first day of July, 2017 between A LLC and B Corp.";
         assert_eq!(get(t, "agreement_date").as_deref(), Some("first day of July, 2017"));
+    }
+
+    #[test]
+    fn a_date_glued_to_the_word_before_it() {
+        let t = "DISTRIBUTOR AGREEMENT THIS DISTRIBUTOR AGREEMENT (this \"Agreement\") is made and effective as of1 August 2019, by and between, A LLC (\"Company\") and B Inc. (\"Distributor\").";
+        assert_eq!(get(t, "agreement_date").as_deref(), Some("1 August 2019"));
     }
 
     #[test]
