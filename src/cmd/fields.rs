@@ -774,9 +774,13 @@ fn policy_name(p: Policy) -> &'static str {
     }
 }
 
-/// With `EVAL_FIELDS_ROWS` set, every wrong answer of `r`.
+/// With `EVAL_FIELDS_ROWS` set to anything but empty, `0`, `false` or `no`, every wrong answer
+/// of `r` (so that `EVAL_FIELDS_ROWS=0`, as one writes to keep a held-out set's rows unseen,
+/// prints none).
 fn print_misses(r: &docpipe_fields::eval::Report) {
-    if std::env::var_os("EVAL_FIELDS_ROWS").is_none() {
+    let on = std::env::var("EVAL_FIELDS_ROWS")
+        .is_ok_and(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false" | "no"));
+    if !on {
         return;
     }
     for x in r.rows.iter().filter(|x| !x.correct) {
