@@ -1014,6 +1014,39 @@ const PLACES: &[(&str, &str, &[&str])] = &[
     ("Guernsey", "GG", &[]),
     ("Gibraltar", "GI", &[]),
     ("Georgia (country)", "GE", &["Republic of Georgia"]),
+    ("Papua New Guinea", "PG", &[]),
+    ("Kazakhstan", "KZ", &["Republic of Kazakhstan", "Kazakhstan"]),
+    ("Ukraine", "UA", &[]),
+    ("Romania", "RO", &[]),
+    ("Bulgaria", "BG", &[]),
+    ("Croatia", "HR", &[]),
+    ("Slovakia", "SK", &["Slovak Republic", "Slovakia"]),
+    ("Slovenia", "SI", &[]),
+    ("Estonia", "EE", &[]),
+    ("Latvia", "LV", &[]),
+    ("Lithuania", "LT", &[]),
+    ("Serbia", "RS", &[]),
+    ("Egypt", "EG", &["Arab Republic of Egypt", "Egypt"]),
+    ("Morocco", "MA", &[]),
+    ("Nigeria", "NG", &[]),
+    ("Kenya", "KE", &[]),
+    ("Ghana", "GH", &[]),
+    ("Mauritius", "MU", &[]),
+    ("Qatar", "QA", &[]),
+    ("Kuwait", "KW", &[]),
+    ("Bahrain", "BH", &[]),
+    ("Oman", "OM", &[]),
+    ("Lebanon", "LB", &[]),
+    ("Pakistan", "PK", &[]),
+    ("Bangladesh", "BD", &[]),
+    ("Sri Lanka", "LK", &[]),
+    ("Mongolia", "MN", &[]),
+    ("Cambodia", "KH", &[]),
+    ("Costa Rica", "CR", &[]),
+    ("Uruguay", "UY", &[]),
+    ("Venezuela", "VE", &[]),
+    ("Ecuador", "EC", &[]),
+    ("Dominican Republic", "DO", &[]),
 ];
 
 /// One place named in a text: byte span and index into [`PLACES`].
@@ -2387,6 +2420,9 @@ mod tests {
             assert_eq!(code(s), Some(c.to_string()), "{s}");
         }
         assert_eq!(code("Victoria, British Columbia"), Some("CA-BC".into()));
+        assert_eq!(code("Victoria, Australia"), Some("AU-VIC".into()));
+        assert_eq!(code("the laws of Papua New Guinea"), Some("PG".into()));
+        assert_eq!(code("the Republic of Kazakhstan"), Some("KZ".into()));
         assert_eq!(code("the law of the land"), None);
         assert_eq!(code(""), None);
     }
