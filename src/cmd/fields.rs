@@ -774,13 +774,16 @@ fn policy_name(p: Policy) -> &'static str {
     }
 }
 
-/// With `EVAL_FIELDS_ROWS` set to anything but empty, `0`, `false` or `no`, every wrong answer
-/// of `r` (so that `EVAL_FIELDS_ROWS=0`, as one writes to keep a held-out set's rows unseen,
-/// prints none).
+/// Whether `EVAL_FIELDS_ROWS`'s value asks for the misses: anything but unset, empty, `0`,
+/// `false` or `no` (so that `EVAL_FIELDS_ROWS=0`, as one writes to keep a held-out set's rows
+/// unseen, lists none).
+fn rows_wanted(value: Option<&str>) -> bool {
+    value.is_some_and(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false" | "no"))
+}
+
+/// With [`rows_wanted`], every wrong answer of `r`.
 fn print_misses(r: &docpipe_fields::eval::Report) {
-    let on = std::env::var("EVAL_FIELDS_ROWS")
-        .is_ok_and(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false" | "no"));
-    if !on {
+    if !rows_wanted(std::env::var("EVAL_FIELDS_ROWS").ok().as_deref()) {
         return;
     }
     for x in r.rows.iter().filter(|x| !x.correct) {
@@ -1056,7 +1059,17 @@ async fn consume(
 
 #[cfg(test)]
 mod tests {
-    use super::verdict;
+    use super::{rows_wanted, verdict};
+
+    #[test]
+    fn eval_fields_rows_zero_lists_no_misses() {
+        for off in [None, Some(""), Some("0"), Some("false"), Some("NO"), Some(" 0 ")] {
+            assert!(!rows_wanted(off), "{off:?}");
+        }
+        for on in [Some("1"), Some("true"), Some("yes")] {
+            assert!(rows_wanted(on), "{on:?}");
+        }
+    }
 
     #[test]
     fn a_refused_answer_neither_agrees_nor_differs() {

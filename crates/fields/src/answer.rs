@@ -121,9 +121,9 @@ pub fn rules_found(text: &str) -> BTreeMap<&'static str, (Outcome, Option<Found>
 /// takes that party's name; one whose name differs from a rules' party's by a few letters only
 /// (edit distance at most a sixth of the longer name) takes the name of the closest such party:
 /// the preamble's spelling, even where the text also writes the other somewhere ("UTK
-/// Corporation" in a later clause, "UTEK Corporation" in the preamble). A rules' name is taken only where it looks like one (two
-/// words of letters at least, little punctuation): the rules also misread a signature line
-/// ("You: , -----") as a party. The model's list, its order and its roles are kept otherwise;
+/// Corporation" in a later clause, "UTEK Corporation" in the preamble). A rules' name is taken
+/// only where it looks like one (two words of letters at least, little punctuation): the rules
+/// also misread a signature line ("You: , -----") as a party. The model's list, its order and its roles are kept otherwise;
 /// parties that end up with the same name are one, as in every party list.
 pub fn ground_parties(model: &[Party], rules: &[Party]) -> Vec<Party> {
     let key = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase().replace('\u{2019}', "'");
@@ -234,7 +234,7 @@ mod tests {
             ground_parties(&[party("SAP AFRICA", &["company"]), party("Telkom South Africa Limited", &[])], &rules);
         assert_eq!(got[0], party("SYSTEMS APPLICATIONS PRODUCTS (AFRICA) (PTY) LIMITED", &["company", "SAP AFRICA"]));
         assert_eq!(got[1], party("Telkom South Africa Limited", &[]), "a name the rules also give is kept as written");
-        // a miscopied name that the text does not contain takes the near rules' name
+        // a miscopied name takes the near rules' name
         let got = ground_parties(&[party("KENTH TURPIN", &["Turpin"])], &rules);
         assert_eq!(got, [party("KENNETH TURPIN", &["Turpin", "KENTH TURPIN"])]);
         // the preamble's spelling wins over one the text also writes elsewhere

@@ -25,8 +25,9 @@ const ROUNDS: usize = 2;
 
 /// Derive the per-pass token budget from the memory available. After a warm-up, two forward
 /// passes over synthetic sequences of `seq_len` tokens (one, then three of them; twice, the
-/// larger cost kept) measure what one more sequence costs at that length — the most per token, as global attention grows with length
-/// — as the difference of their peaks, so memory the allocator already holds cancels out.
+/// larger cost kept) measure what one more sequence costs at that length (the most per token,
+/// as global attention grows with length) as the difference of their peaks, so memory the
+/// allocator already holds cancels out.
 /// A budget of `available × fraction / bytes_per_token` padded tokens then keeps a pass of
 /// full-length chunks within `fraction` of the memory. It is an estimate: a pass that still
 /// runs out of memory is split and retried (`docpipe_batching::split_on_failure`).
