@@ -34,11 +34,14 @@ pub fn extract(text: &str) -> BTreeMap<&'static str, Found> {
     }
     let w = Work::new(text);
 
+    let parties = parties(&w);
+    let names = parties.as_ref().map(|(list, _)| party_names_in_titles(list)).unwrap_or_default();
     let named = |f: &Found| !GENERIC_TITLE.is_match(&f.raw);
-    if let Some(f) = document_name(text).filter(named).or_else(|| document_name_from_preamble(&w).filter(named)) {
+    if let Some(f) = document_name(text, &names).filter(named).or_else(|| document_name_from_preamble(&w).filter(named))
+    {
         out.insert("document_name", f);
     }
-    if let Some(f) = parties(&w) {
+    if let Some((_, f)) = parties {
         out.insert("parties", f);
     }
     let agreement = agreement_date(&w);
@@ -525,9 +528,35 @@ fn all_upper(t: &str) -> bool {
 
 /// The title: the first line near the top that is upper- or title-case and names a kind of
 /// agreement, joined with a neighbouring line when the title is broken over two or three.
-fn document_name(text: &str) -> Option<Found> {
+///
+/// The parties' names (`names`, from [`party_names_in_titles`]) are not part of it ("E-CENTIVES
+/// - EXCITE@HOME CO-BRANDING AGREEMENT" is a co-branding agreement); a line that is only names
+/// and a kind of document ("PACIFICAP ENTERTAINMENT Agreement with THE HENRY FILM AND
+/// ENTERTAINMENT CORPORATION") gives way to the next title line, and where no line is left the
+/// first is taken as it stands.
+fn document_name(text: &str, names: &[TitleName]) -> Option<Found> {
     let lines = title_lines(text);
-    let i = lines.iter().position(|l| l.usable && TITLE_KEYWORD.is_match(l.body))?;
+    let mut candidates = lines.iter().enumerate().filter(|(_, l)| l.usable && TITLE_KEYWORD.is_match(l.body));
+    let (first, _) = candidates.next()?;
+    let as_written = title_at(&lines, first)?;
+    if names.is_empty() {
+        return Some(as_written);
+    }
+    let later = candidates.take(3).filter_map(|(i, _)| title_at(&lines, i));
+    for found in std::iter::once(as_written.clone()).chain(later) {
+        match without_party_names(&found.raw, names) {
+            None => return Some(found),
+            Some(rest) if rest.split_whitespace().count() >= 2 && !GENERIC_TITLE.is_match(&rest) => {
+                return Some(Found { raw: rest, ..found });
+            }
+            Some(_) => continue,
+        }
+    }
+    Some(as_written)
+}
+
+/// The title that starts at title line `i`.
+fn title_at(lines: &[TitleLine<'_>], i: usize) -> Option<Found> {
     let mut first = i;
     let cur = &lines[i];
     let short_upper = cur.body.split_whitespace().count() <= 2 && all_upper(cur.body);
@@ -574,6 +603,112 @@ fn document_name(text: &str) -> Option<Found> {
     }
     let end = lines[last].start + lines[last].len;
     Some(Found { raw, evidence: lines[first].start..end })
+}
+
+/// Role words that are no party's own name, even where a name holds them ("Tribune
+/// Broadcasting Company" defined as the "Company").
+static ROLE_NOUN: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^(?:the\s+)?(?:company|corporation|licensor|licensee|distributor|supplier|customer|client|consultant|contractor|manufacturer|purchaser|buyer|seller|vendor|provider|agent|partner|owner|operator|lender|borrower|sponsor|franchisee|franchisor|reseller|developer|publisher|affiliate|member|bank|trust|fund|group|holdings|parent|subsidiary|employer|employee|executive|investor|shareholder|landlord|tenant|network|host|carrier|shipper|producer|marketer|servicer|issuer|guarantor|you|us|we)$",
+    )
+});
+/// A corporate suffix that ends a name ("e-centives, Inc." is "e-centives" in a title).
+static NAME_SUFFIX: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)[\s,]+(?:inc|incorporated|corporation|corp|co|company|llc|l\.l\.c|ltd|limited|plc|l\.p|lp|n\.a|s\.a|ag|gmbh|b\.v|n\.v|pte|pty)\.?$",
+    )
+});
+/// What joins a party's name to the rest of a title: dropped with the name.
+static NAME_JOIN: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)(?:[\s\-\u{2013}\u{2014},/&.:;]|\b(?:and|with|between|among|by|to)\b)*\x00(?:[\s\-\u{2013}\u{2014},/&.:;]|\b(?:and|with|between|among|by|to)\b)*",
+    )
+});
+
+/// One way a title may name a party.
+#[derive(Debug, Clone)]
+struct TitleName {
+    /// Which party of the list.
+    party: usize,
+    /// Its name, the name without its corporate suffix, or a role that is a name.
+    text: String,
+    /// The whole name, corporate suffix included ("Stremick's Heritage Foods, LLC").
+    legal: bool,
+}
+
+/// What may stand in a title for a party: its name, the name without its corporate suffix, and
+/// a defined role that is a name rather than a role ("Heritage" for "Stremick's Heritage Foods,
+/// LLC", an acronym such as "BII", "Excite@Home"); longest first.
+fn party_names_in_titles(list: &[(String, Vec<String>)]) -> Vec<TitleName> {
+    let letters = |s: &str| s.chars().filter(|c| c.is_alphabetic()).count();
+    let usable = |s: &str| letters(s) >= 2 && !ROLE_NOUN.is_match(s) && !TITLE_KEYWORD.is_match(s);
+    let mut out: Vec<TitleName> = Vec::new();
+    for (party, (name, roles)) in list.iter().enumerate() {
+        let name = name.trim_end_matches(['.', ',', ' ']);
+        let core = NAME_SUFFIX.replace(name, "").to_string();
+        let legal = core != name;
+        let words: Vec<String> = name.split(|c: char| !c.is_alphanumeric()).map(str::to_lowercase).collect();
+        if letters(name) >= 3 && usable(name) {
+            out.push(TitleName { party, text: name.to_string(), legal });
+        }
+        if legal && letters(&core) >= 3 && usable(&core) {
+            out.push(TitleName { party, text: core, legal: false });
+        }
+        for r in roles {
+            let acronym =
+                (2..=6).contains(&letters(r)) && r.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+            let marked = r.chars().any(|c| matches!(c, '@' | '.')) && !r.contains(' ');
+            let in_name = !r.contains(' ') && words.contains(&r.to_lowercase());
+            if (acronym || marked || in_name) && usable(r) {
+                out.push(TitleName { party, text: r.clone(), legal: false });
+            }
+        }
+    }
+    out.sort_by_key(|n| std::cmp::Reverse(n.text.len()));
+    out
+}
+
+/// `title` without the parties' names and the words that join them to it; `None` where it names
+/// none of them, or only one party by a short name ("JACKSONVILLE JAGUARS SPONSORSHIP AGREEMENT",
+/// "FIRST AMENDMENT TO SAGEBRUSH MANAGEMENT AND MAINTENANCE AGREEMENT": CUAD keeps those). A
+/// title that names a party by its legal name ("CONSULTING AGREEMENT - DR. GAETANO MORELLO N.D.
+/// INC."), or two parties ("E-CENTIVES - EXCITE@HOME CO-BRANDING AGREEMENT", "Collaboration
+/// Agreement, BII/ XENCOR"), loses them.
+fn without_party_names(title: &str, names: &[TitleName]) -> Option<String> {
+    let mut t = title.to_string();
+    let mut parties: Vec<usize> = Vec::new();
+    let mut legal = false;
+    for n in names {
+        // apostrophes dropped, and optional before a final "s" ("Stremicks" for "STREMICK'S")
+        let plain: String = n.text.chars().filter(|c| !matches!(c, '\'' | '\u{2019}')).collect();
+        let words: Vec<String> = plain
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(|w| match w.strip_suffix(['s', 'S']).filter(|stem| stem.chars().count() >= 3) {
+                Some(stem) => format!("{}['\u{2019}]?{}", regex::escape(stem), &w[stem.len()..]),
+                None => regex::escape(w),
+            })
+            .collect();
+        if words.is_empty() {
+            continue;
+        }
+        let body = words.join(r"[^\p{L}\p{N}]+");
+        let Ok(pattern) = Regex::new(&format!(r"(?i)(?:^|[^\p{{L}}\p{{N}}@])({body})(?:$|[^\p{{L}}\p{{N}}@])")) else {
+            continue;
+        };
+        while let Some(m) = pattern.captures(&t).and_then(|c| c.get(1)) {
+            t.replace_range(m.range(), "\x00");
+            legal |= n.legal;
+            if !parties.contains(&n.party) {
+                parties.push(n.party);
+            }
+        }
+    }
+    if !legal && parties.len() < 2 {
+        return None;
+    }
+    let t = NAME_JOIN.replace_all(&t, " ");
+    Some(t.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
 /// A kind of document without its name ("AGREEMENT", "Contract"): what a heading or the
@@ -848,9 +983,12 @@ fn tidy_parties(list: Vec<(String, Vec<String>)>) -> Vec<(String, Vec<String>)> 
     out
 }
 
+/// A party list as the rules find it: each name with its defined roles.
+type PartyList = Vec<(String, Vec<String>)>;
+
 /// Parties from the preamble: "by and between X (the "Company") and Y ("Licensee")", as
 /// `X ("Company"); Y ("Licensee")`.
-fn parties(w: &Work) -> Option<Found> {
+fn parties(w: &Work) -> Option<(PartyList, Found)> {
     let head = w.head(8000);
     let starts = PARTY_START.find_iter(head).filter(|m| {
         let before = w.slice(m.start().saturating_sub(600), m.start());
@@ -879,7 +1017,8 @@ fn parties(w: &Work) -> Option<Found> {
             continue;
         }
         let ev_start = sentence_bounds(&w.s, start.start(), start.end(), 400).start;
-        return Some(w.found(parties_raw(&list), ev_start..seg_end));
+        let found = w.found(parties_raw(&list), ev_start..seg_end);
+        return Some((list, found));
     }
     lettered_parties(w)
 }
@@ -913,7 +1052,7 @@ static LETTERED_END: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Parties named under "Party A:", "Party B:" headings near the top (two at least).
-fn lettered_parties(w: &Work) -> Option<Found> {
+fn lettered_parties(w: &Work) -> Option<(PartyList, Found)> {
     let head = w.head(6000);
     let mut seen: Vec<String> = Vec::new();
     let mut list: Vec<(String, Vec<String>)> = Vec::new();
@@ -939,7 +1078,10 @@ fn lettered_parties(w: &Work) -> Option<Found> {
         first = first.min(m.start());
         last = last.max(m.end() + end);
     }
-    (list.len() >= 2).then(|| w.found(parties_raw(&list), first..last))
+    (list.len() >= 2).then(|| {
+        let found = w.found(parties_raw(&list), first..last);
+        (list, found)
+    })
 }
 
 static AND_SPLIT: LazyLock<Regex> = LazyLock::new(|| re(r"(?i),?\s+and\s+"));
@@ -2245,6 +2387,26 @@ mod tests {
             get(t, "document_name").as_deref(),
             Some("AMENDMENT NO. 3 TO THE NONEXCLUSIVE VALUE ADDED DISTRIBUTOR AGREEMENT")
         );
+    }
+
+    #[test]
+    fn title_without_the_parties_names() {
+        // two parties' names, and a legal name, go with the words that join them
+        let t = "E-CENTIVES - EXCITE@HOME CO-BRANDING AGREEMENT\nThis agreement (\"Agreement\") is entered into by and between the At Home Corporation (\"Excite@Home\" or \"Excite\"), located at 450 Broadway, and e-centives, Inc., (\"Application Provider\" or \"e-centives\"), a Delaware corporation.";
+        assert_eq!(get(t, "document_name").as_deref(), Some("CO-BRANDING AGREEMENT"));
+        let t = "AMENDMENT NO. 3 TO STREMICK\u{2019}S HERITAGE FOODS, LLC and PREMIER NUTRITION CORPORATION MANUFACTURING AGREEMENT\nThis Amendment No. 3 (the \u{201c}Third Amendment\u{201d}), entered into by and between Stremicks Heritage Foods, LLC (\u{201c}Heritage\u{201d}) Premier Nutrition Corporation (\u{201c}Premier\u{201d}) is effective as of July 3, 2019.";
+        assert_eq!(get(t, "document_name").as_deref(), Some("AMENDMENT NO. 3 MANUFACTURING AGREEMENT"));
+        let t = "Collaboration Agreement, BII/ XENCOR\nThis Collaboration Agreement (\u{201c}Agreement\u{201d}) is made by and among Xencor, Inc. 111 W. Lemon Ave. (hereinafter called \u{201c}XENCOR\u{201d}), and Boehringer Ingelheim International GmbH (hereinafter called \u{201c}BII\u{201d}).";
+        assert_eq!(get(t, "document_name").as_deref(), Some("Collaboration Agreement"));
+        // a line that is only the parties and a kind of document gives way to the next title line
+        let t = "PACIFICAP ENTERTAINMENT Agreement with THE HENRY FILM AND ENTERTAINMENT CORPORATION\nCONTENT LICENSE AGREEMENT\nThis Content License Agreement is between The Henry Film and Entertainment Corporation (\"Henry\") and Pacificap Entertainment Inc. (\"Pacificap\").";
+        assert_eq!(get(t, "document_name").as_deref(), Some("CONTENT LICENSE AGREEMENT"));
+        // one party by a short name stays ("JACKSONVILLE JAGUARS SPONSORSHIP AGREEMENT")
+        let t = "JACKSONVILLE JAGUARS SPONSORSHIP AGREEMENT\nThis Sponsorship Agreement is made by and between Jacksonville Jaguars, LLC (\"Jaguars\") and Acme Corp. (\"Sponsor\").";
+        assert_eq!(get(t, "document_name").as_deref(), Some("JACKSONVILLE JAGUARS SPONSORSHIP AGREEMENT"));
+        // a role word is no name ("Distributor" of "Distributor Corp.")
+        let t = "DISTRIBUTOR AGREEMENT\nThis Agreement is made by and between Distributor Corp. (\"Distributor\") and Acme Inc. (\"Acme\").";
+        assert_eq!(get(t, "document_name").as_deref(), Some("DISTRIBUTOR AGREEMENT"));
     }
 
     #[test]
