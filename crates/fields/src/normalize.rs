@@ -1238,11 +1238,20 @@ static DESCRIPTOR: LazyLock<Regex> = LazyLock::new(|| {
         .expect("the descriptor pattern compiles")
 });
 
+/// An address run into a name: "COMWARE TECHNICAL SERVICES OF 17922 SKY PARK CIRCLE, SUITE E",
+/// "Acme Inc., 100 Main Street".
+static ADDRESS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?:,\s*|\s+)(?:of|at|located\s+at)\s+\d{1,6}[a-z]?\s+\S.*$|,\s*\d{1,6}\s+(?:[nsew]\.?\s+)?(?:[a-z]+\s+){1,3}(?:street|st|avenue|ave|road|rd|drive|dr|boulevard|blvd|parkway|pkwy|way|lane|ln|circle|court|ct|place|pl|suite|floor)\b.*$")
+        .expect("the address pattern compiles")
+});
+
 fn clean_name(s: &str) -> String {
     let mut t = collapse(s);
-    if let Some(m) = DESCRIPTOR.find(&t) {
-        if m.start() > 0 {
-            t.truncate(m.start());
+    for cut in [&DESCRIPTOR, &ADDRESS] {
+        if let Some(m) = cut.find(&t) {
+            if m.start() > 0 {
+                t.truncate(m.start());
+            }
         }
     }
     loop {
@@ -2800,5 +2809,19 @@ mod tests {
         let names: Vec<&str> = p.iter().map(|x| x.name.as_str()).collect();
         assert_eq!(names, ["Excite, Inc.", "CyberShop"], "{p:?}");
         assert_eq!(parse_parties("Bank of America, N.A.")[0].name, "Bank of America, N.A.");
+    }
+
+    #[test]
+    fn addresses_are_not_part_of_names() {
+        let p = parse_parties(
+            "COMWARE TECHNICAL SERVICES OF 17922 SKY PARK CIRCLE, SUITE E, IRVINE, CALIFORNIA; INTERNATIONAL TEST SYSTEMS, INC. OF 4703 SHAVANO OAK, SUITE 102, SAN ANTONIO, TEXAS 78249",
+        );
+        let names: Vec<&str> = p.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["COMWARE TECHNICAL SERVICES", "INTERNATIONAL TEST SYSTEMS, INC."], "{p:?}");
+        assert_eq!(parse_parties("Acme Inc., 100 Main Street, Springfield")[0].name, "Acme Inc.");
+        // numbers that are part of a name stay
+        for name in ["695014 B.C. Ltd.", "Wells Fargo Mortgage Backed Securities 2006-6 Trust", "Bank of 1st Street"] {
+            assert_eq!(parse_parties(name)[0].name, name);
+        }
     }
 }
