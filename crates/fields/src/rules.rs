@@ -1413,6 +1413,15 @@ static ED_SAME_AS_AGREEMENT: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 static ED_OTHER_PERIOD: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b(?:period|during)\b"));
+/// Before "effective as of <date>": an ending that takes effect then, not the agreement.
+static ED_OTHER_EVENT: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)\b(?:terminat|expir|cancel|resign|withdraw|replac)\w*\b[^.;]*$"));
+/// Before "beginning <date>": a year or a period of the business that starts then, not the term.
+static ED_OTHER_START: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:(?:fiscal|financial|calendar|contract|accounting|budget)\s+years?|quarters?|production\s+period|season)\s*(?:which\s+|that\s+)?(?:shall\s+|will\s+|to\s+)?$",
+    )
+});
 
 /// The effective date: a date defined as the "Effective Date", "effective as of <date>",
 /// "commencing on <date>"; else the agreement date when the text says the two are the same
@@ -1430,14 +1439,26 @@ fn effective_date(w: &Work, agreement: Option<&DateHit>) -> Option<Found> {
             }
         }
     }
-    if let Some(c) = ED_EFFECTIVE.captures(&w.s) {
-        if let (Some(all), Some(d)) = (c.get(0), c.get(1)) {
-            return Some(w.found(tidy_date(d.as_str()), w.sentence(all.start(), all.end())));
+    // the date something else takes effect or starts is not the agreement's ("may terminate this
+    // Agreement, effective as of December 31, 2023", "Licensee's fiscal year beginning April 1,
+    // 1999")
+    let lead = |all: &regex::Match<'_>| {
+        let sent = w.sentence(all.start(), all.end());
+        w.slice(sent.start.max(all.start().saturating_sub(80)), all.start())
+    };
+    for c in ED_EFFECTIVE.captures_iter(&w.s) {
+        let (Some(all), Some(d)) = (c.get(0), c.get(1)) else { continue };
+        if ED_OTHER_EVENT.is_match(lead(&all)) {
+            continue;
         }
+        return Some(w.found(tidy_date(d.as_str()), w.sentence(all.start(), all.end())));
     }
     for c in ED_COMMENCE.captures_iter(&w.s) {
         let (Some(all), Some(d)) = (c.get(0), c.get(1)) else { continue };
         let sent = w.sentence(all.start(), all.end());
+        if ED_OTHER_START.is_match(lead(&all)) {
+            continue;
+        }
         if TERM_OR_AGREEMENT.is_match(w.slice(sent.start, sent.end)) {
             return Some(w.found(tidy_date(d.as_str()), sent));
         }
@@ -2818,6 +2839,14 @@ mod tests {
         assert_eq!(get(text, "agreement_date").as_deref(), Some("March 1, 2018"));
         assert_eq!(get(text, "effective_date").as_deref(), Some("March 15, 2018"));
         assert_eq!(get(text, "expiration_date").as_deref(), Some("March 14, 2020"));
+    }
+
+    #[test]
+    fn effective_date_not_of_an_ending_or_a_fiscal_year() {
+        let t = "This Agreement is made on March 1, 2018 between A Inc. and B Inc. Acme may terminate this Agreement, effective as of December 31, 2023, on notice. The Term shall commence effective as of April 2, 2018.";
+        assert_eq!(get(t, "effective_date").as_deref(), Some("April 2, 2018"));
+        let t = "This Agreement is made on March 1, 1999 between A Inc. and B Inc. Royalties are due on the first day of each fiscal quarter during the term hereof, commencing with the Licensee's fiscal year which begins on April 1, 1999.";
+        assert_ne!(get(t, "effective_date").as_deref(), Some("April 1, 1999"));
     }
 
     #[test]
