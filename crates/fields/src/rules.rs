@@ -1413,9 +1413,14 @@ static ED_SAME_AS_AGREEMENT: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 static ED_OTHER_PERIOD: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b(?:period|during)\b"));
-/// Before "effective as of <date>": an ending that takes effect then, not the agreement.
-static ED_OTHER_EVENT: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(?i)\b(?:terminat|expir|cancel|resign|withdraw|replac)\w*\b[^.;]*$"));
+/// Before "effective as of <date>": an ending that someone makes take effect then ("may
+/// terminate this Agreement,"), not the agreement; "unless sooner terminated, shall be effective
+/// as of" is the agreement's.
+static ED_OTHER_EVENT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:may|shall|will|to|hereby|being)\s+(?:\w+\s+){0,2}(?:terminat|expir|cancel|resign|withdraw|replac)\w*\b[^.;]*$",
+    )
+});
 /// Before "beginning <date>": a year or a period of the business that starts then, not the term.
 static ED_OTHER_START: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -2844,6 +2849,8 @@ mod tests {
     #[test]
     fn effective_date_not_of_an_ending_or_a_fiscal_year() {
         let t = "This Agreement is made on March 1, 2018 between A Inc. and B Inc. Acme may terminate this Agreement, effective as of December 31, 2023, on notice. The Term shall commence effective as of April 2, 2018.";
+        assert_eq!(get(t, "effective_date").as_deref(), Some("April 2, 2018"));
+        let t = "This Agreement is made on March 1, 2018 between A Inc. and B Inc. This Agreement, unless sooner terminated, shall be effective as of April 2, 2018.";
         assert_eq!(get(t, "effective_date").as_deref(), Some("April 2, 2018"));
         let t = "This Agreement is made on March 1, 1999 between A Inc. and B Inc. Royalties are due on the first day of each fiscal quarter during the term hereof, commencing with the Licensee's fiscal year which begins on April 1, 1999.";
         assert_ne!(get(t, "effective_date").as_deref(), Some("April 1, 1999"));
