@@ -671,9 +671,9 @@ fn party_names_in_titles(list: &[(String, Vec<String>)]) -> Vec<TitleName> {
 /// `title` without the parties' names and the words that join them to it; `None` where it names
 /// none of them, or only one party by a short name ("JACKSONVILLE JAGUARS SPONSORSHIP AGREEMENT",
 /// "FIRST AMENDMENT TO SAGEBRUSH MANAGEMENT AND MAINTENANCE AGREEMENT": CUAD keeps those). A
-/// title that names a party by its legal name ("CONSULTING AGREEMENT - DR. GAETANO MORELLO N.D.
-/// INC."), or two parties ("E-CENTIVES - EXCITE@HOME CO-BRANDING AGREEMENT", "Collaboration
-/// Agreement, BII/ XENCOR"), loses them.
+/// title that names a party by its legal name ("... TO STREMICK'S HERITAGE FOODS, LLC and ..."),
+/// or two parties ("E-CENTIVES - EXCITE@HOME CO-BRANDING AGREEMENT", "Collaboration Agreement,
+/// BII/ XENCOR"), loses them.
 fn without_party_names(title: &str, names: &[TitleName]) -> Option<String> {
     let mut t = title.to_string();
     let mut parties: Vec<usize> = Vec::new();
