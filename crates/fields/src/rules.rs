@@ -630,8 +630,9 @@ static NAME_JOIN: LazyLock<Regex> = LazyLock::new(|| {
 struct TitleName {
     /// Which party of the list.
     party: usize,
-    /// Its name, the name without its corporate suffix, or a role that is a name.
-    text: String,
+    /// Its name, the name without its corporate suffix, or a role that is a name, as a pattern
+    /// (built once per document, then tried on each title line).
+    pattern: Regex,
     /// The whole name, corporate suffix included ("Stremick's Heritage Foods, LLC").
     legal: bool,
 }
@@ -642,17 +643,22 @@ struct TitleName {
 fn party_names_in_titles(list: &[(String, Vec<String>)]) -> Vec<TitleName> {
     let letters = |s: &str| s.chars().filter(|c| c.is_alphabetic()).count();
     let usable = |s: &str| letters(s) >= 2 && !ROLE_NOUN.is_match(s) && !TITLE_KEYWORD.is_match(s);
-    let mut out: Vec<TitleName> = Vec::new();
+    let mut out: Vec<(usize, TitleName)> = Vec::new();
+    let mut push = |party: usize, text: &str, legal: bool| {
+        if let Some(pattern) = name_pattern(text) {
+            out.push((text.len(), TitleName { party, pattern, legal }));
+        }
+    };
     for (party, (name, roles)) in list.iter().enumerate() {
         let name = name.trim_end_matches(['.', ',', ' ']);
         let core = NAME_SUFFIX.replace(name, "").to_string();
         let legal = core != name;
         let words: Vec<String> = name.split(|c: char| !c.is_alphanumeric()).map(str::to_lowercase).collect();
         if letters(name) >= 3 && usable(name) {
-            out.push(TitleName { party, text: name.to_string(), legal });
+            push(party, name, legal);
         }
         if legal && letters(&core) >= 3 && usable(&core) {
-            out.push(TitleName { party, text: core, legal: false });
+            push(party, &core, false);
         }
         for r in roles {
             let acronym =
@@ -660,12 +666,31 @@ fn party_names_in_titles(list: &[(String, Vec<String>)]) -> Vec<TitleName> {
             let marked = r.chars().any(|c| matches!(c, '@' | '.')) && !r.contains(' ');
             let in_name = !r.contains(' ') && words.contains(&r.to_lowercase());
             if (acronym || marked || in_name) && usable(r) {
-                out.push(TitleName { party, text: r.clone(), legal: false });
+                push(party, r, false);
             }
         }
     }
-    out.sort_by_key(|n| std::cmp::Reverse(n.text.len()));
-    out
+    out.sort_by_key(|(len, _)| std::cmp::Reverse(*len));
+    out.into_iter().map(|(_, n)| n).collect()
+}
+
+/// A name as a pattern for titles: its words in order, anything but letters and digits between
+/// them; apostrophes dropped, and optional before a final "s" ("Stremicks" for "STREMICK'S").
+fn name_pattern(text: &str) -> Option<Regex> {
+    let plain: String = text.chars().filter(|c| !matches!(c, '\'' | '\u{2019}')).collect();
+    let words: Vec<String> = plain
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| match w.strip_suffix(['s', 'S']).filter(|stem| stem.chars().count() >= 3) {
+            Some(stem) => format!("{}['\u{2019}]?{}", regex::escape(stem), &w[stem.len()..]),
+            None => regex::escape(w),
+        })
+        .collect();
+    if words.is_empty() {
+        return None;
+    }
+    let body = words.join(r"[^\p{L}\p{N}]+");
+    Regex::new(&format!(r"(?i)(?:^|[^\p{{L}}\p{{N}}@])({body})(?:$|[^\p{{L}}\p{{N}}@])")).ok()
 }
 
 /// `title` without the parties' names and the words that join them to it; `None` where it names
@@ -679,24 +704,7 @@ fn without_party_names(title: &str, names: &[TitleName]) -> Option<String> {
     let mut parties: Vec<usize> = Vec::new();
     let mut legal = false;
     for n in names {
-        // apostrophes dropped, and optional before a final "s" ("Stremicks" for "STREMICK'S")
-        let plain: String = n.text.chars().filter(|c| !matches!(c, '\'' | '\u{2019}')).collect();
-        let words: Vec<String> = plain
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .map(|w| match w.strip_suffix(['s', 'S']).filter(|stem| stem.chars().count() >= 3) {
-                Some(stem) => format!("{}['\u{2019}]?{}", regex::escape(stem), &w[stem.len()..]),
-                None => regex::escape(w),
-            })
-            .collect();
-        if words.is_empty() {
-            continue;
-        }
-        let body = words.join(r"[^\p{L}\p{N}]+");
-        let Ok(pattern) = Regex::new(&format!(r"(?i)(?:^|[^\p{{L}}\p{{N}}@])({body})(?:$|[^\p{{L}}\p{{N}}@])")) else {
-            continue;
-        };
-        while let Some(m) = pattern.captures(&t).and_then(|c| c.get(1)) {
+        while let Some(m) = n.pattern.captures(&t).and_then(|c| c.get(1)) {
             t.replace_range(m.range(), "\x00");
             legal |= n.legal;
             if !parties.contains(&n.party) {
