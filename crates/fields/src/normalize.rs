@@ -202,6 +202,7 @@ impl Value {
             Value::Perpetual => "perpetual".to_string(),
             Value::UntilTerminated => "until_terminated".to_string(),
             Value::UntilEvent { event } if SO_LONG_AS.is_match(event) => format!("for {event}"),
+            Value::UntilEvent { event } if LIFE.is_match(event) => event.clone(),
             Value::UntilEvent { event } => format!("until {event}"),
             Value::OnEvent { event } => format!("on {event}"),
             Value::Relative { duration, from } => format!("{} from {}", duration.to_iso(), from),
@@ -729,14 +730,18 @@ static UNTIL_TERMINATED: LazyLock<Regex> =
     LazyLock::new(|| regex(r"(?i)\buntil\s+(?:[\w'-]+\s+){0,4}?terminat(?:ed|es|ion)\b"));
 /// The words an event a term runs until starts with ("the expiration of …", "the earlier of
 /// …", "the date on which …"), for the rules that find such a term and for reading an answer.
-pub(crate) const EVENT_HEAD: &str = r"(?:the\s+)?(?:later|earlier|latest|earliest|expiration|expiry|completion|termination|end|last|date\s+on\s+which|date\s+that|first|occurrence|cessation)\b";
+pub(crate) const EVENT_HEAD: &str = r"(?:the\s+)?(?:later|earlier|latest|earliest|expiration|expiry|completion|termination|end|last|final|date\s+on\s+which|date\s+that|date\s+of\s+(?:the\s+)?(?:expiration|expiry|termination|completion)|first|occurrence|cessation|acceptance)\b";
+/// The life of something else the term lasts for: "for the duration of the Lease", "during the
+/// term of the LSA".
+pub(crate) const LIFE_OF: &str = r"(?:for|during)\s+the\s+(?:total\s+|full\s+|entire\s+)?(?:duration|term|life)\s+of\b";
 static SO_LONG_AS: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)^(?:so|as)\s+long\s+as\b"));
+static LIFE: LazyLock<Regex> = LazyLock::new(|| regex(&format!(r"(?i)^{LIFE_OF}")));
 /// A whole answer that names the event the term runs until: "until the expiration of the
 /// Royalty Term", "upon the completion of the Services", "for so long as X remains a
 /// shareholder", "the date on which no Shares are outstanding".
 static UNTIL_EVENT: LazyLock<Regex> = LazyLock::new(|| {
     regex(&format!(
-        r"(?i)^\s*(?:(?:until|till|upon|on|at|through)\s+|(?:expires?|ends?|terminates?)\s+(?:upon|on|at|with)\s+)?(?P<event>{EVENT_HEAD}.{{5,}}|(?:for\s+)?(?:so|as)\s+long\s+as\b.{{5,}})$"
+        r"(?i)^\s*(?:(?:until|till|upon|on|at|through)\s+|(?:expires?|ends?|terminates?)\s+(?:upon|on|at|with)\s+)?(?P<event>{EVENT_HEAD}.{{5,}}|(?:for\s+)?(?:so|as)\s+long\s+as\b.{{5,}}|{LIFE_OF}.{{3,}})$"
     ))
 });
 /// The words a date defined by an event starts with ("the date of the last signature", "the
@@ -761,7 +766,7 @@ static OWN_DATE: LazyLock<Regex> = LazyLock::new(|| {
 /// about when that is.
 static OWN_END: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)^(?:the\s+)?(?:(?:expiration|expiry|termination|end)(?:\s+date)?|last\s+day)\s+of\s+(?:this|the)\s+(?:agreement|contract|(?:initial\s+)?term)\b",
+        r"(?i)^(?:(?:for|during)\s+)?(?:the\s+)?(?:(?:expiration|expiry|termination|end)(?:\s+date)?|last\s+day|(?:total\s+|full\s+|entire\s+)?(?:duration|term|life))\s+of\s+(?:this|the)\s+(?:agreement|contract|(?:initial\s+)?term)\b",
     )
 });
 
@@ -1748,7 +1753,9 @@ fn normalize_end_date(text: String) -> Value {
     match UNTIL_EVENT.captures(&text).and_then(|c| c.name("event")).filter(|e| !is_own_end(e.as_str())) {
         Some(event) => {
             let event = event.as_str().trim().trim_end_matches(['.', ',', ';', ' ']);
-            Value::UntilEvent { event: event.strip_prefix("for ").unwrap_or(event).to_string() }
+            // "for so long as" is kept as "so long as"; "for the duration of" as written
+            let event = event.strip_prefix("for ").filter(|e| SO_LONG_AS.is_match(e)).unwrap_or(event);
+            Value::UntilEvent { event: event.to_string() }
         }
         None => unfilled_or_text(text),
     }
@@ -2206,6 +2213,10 @@ mod tests {
             "for so long as DNP remains a Shareholder"
         );
         assert_eq!(event("the expiration of the Royalty Term").canonical(), "until the expiration of the Royalty Term");
+        // the life of another agreement, as written; this agreement's own is no event
+        assert_eq!(normalize(Kind::EndDate, "for the duration of the Lease"), event("for the duration of the Lease"));
+        assert_eq!(event("during the term of the LSA").canonical(), "during the term of the LSA");
+        assert!(!matches!(normalize(Kind::EndDate, "for the term of this Agreement"), Value::UntilEvent { .. }));
         assert_eq!(event("x").type_name(), "until_event");
         // a date, a term or a year inside the event is what the answer gives
         assert_eq!(

@@ -1599,8 +1599,9 @@ static EX_PERPETUAL: LazyLock<Regex> = LazyLock::new(|| {
 /// a shareholder".
 static EX_UNTIL_EVENT: LazyLock<Regex> = LazyLock::new(|| {
     re(&format!(
-        r"(?i)\b(?:(?:(?:this\s+agreement|the\s+term|term\s+of\s+this\s+agreement)\s+(?:shall|will)|(?:shall|will|and))\s+(?:expire|terminate|end)\s+(?:upon|on|at)|ending\s+(?:upon|on|at)|(?:continue|continues|remain|remains|extend|extends)\b[^.;]{{0,80}}?\buntil)\s+(?P<ev>{}[^.;]{{5,200}})|\b(?:continue|continues|remain|remains)\b[^.;]{{0,80}}?\bfor\s+(?P<long>(?:so|as)\s+long\s+as\b[^.;]{{5,200}})",
-        crate::normalize::EVENT_HEAD
+        r"(?i)\b(?:(?:(?:this\s+agreement|the\s+term|term\s+of\s+this\s+agreement)\s+(?:shall|will)|(?:shall|will|and))\s+(?:expire|terminate|end)\s+(?:upon|on|at)|ending\s+(?:upon|on|at)|(?:continue|continues|remain|remains|extend|extends|be\s+in\s+(?:full\s+)?(?:force|effect)|be\s+(?:valid|effective))\b[^.;]{{0,80}}?\buntil)\s+(?P<ev>{}[^.;]{{5,200}})|\b(?:continue|continues|remain|remains)\b[^.;]{{0,80}}?\bfor\s+(?P<long>(?:so|as)\s+long\s+as\b[^.;]{{5,200}})|\b(?:continue|continues|remain|remains|be|is)\b(?:\s+(?:in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?|valid|effective))?\s+(?P<life>{}\s+[^.;]{{3,160}})",
+        crate::normalize::EVENT_HEAD,
+        crate::normalize::LIFE_OF
     ))
 });
 static EX_SENT_OK: LazyLock<Regex> = LazyLock::new(|| {
@@ -1758,19 +1759,26 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
         // expiration of the last Purchase Schedule"), where the sentence is about the term.
         for c in EX_UNTIL_EVENT.captures_iter(&w.s) {
             let Some(all) = c.get(0) else { continue };
-            let (ev, lead) = match (c.name("ev"), c.name("long")) {
-                (Some(ev), _) => (ev, "until"),
-                (None, Some(ev)) => (ev, "for"),
+            let (ev, lead) = match (c.name("ev"), c.name("long"), c.name("life")) {
+                (Some(ev), ..) => (ev, "until"),
+                (None, Some(ev), _) => (ev, "for"),
+                (None, None, Some(ev)) => (ev, ""),
                 _ => continue,
             };
             let sent = w.sentence(all.start(), all.end());
-            if near_ok(&sent, &all)
-                && !renewal_near(w.slice(sent.start, all.start()))
-                && !crate::normalize::is_own_end(ev.as_str())
-            {
+            // "during the term of the LSA" is the term itself here, not a clause that holds
+            // during the term: the sentence is judged without it
+            let judged = if lead.is_empty() {
+                let (before, after) = (w.slice(sent.start, ev.start()), w.slice(ev.end(), sent.end));
+                let t = format!("{before} {after}");
+                EX_SENT_OK.is_match(&t) && !EX_SENT_BAD.is_match(&t)
+            } else {
+                near_ok(&sent, &all)
+            };
+            if judged && !renewal_near(w.slice(sent.start, all.start())) && !crate::normalize::is_own_end(ev.as_str()) {
                 let text = ev.as_str().trim_end_matches([',', ' ']);
                 let clipped: String = text.chars().take(160).collect();
-                offer(&mut best, all.start(), format!("{lead} {clipped}"), sent);
+                offer(&mut best, all.start(), format!("{lead} {clipped}").trim_start().to_string(), sent);
                 break;
             }
         }
@@ -2617,6 +2625,14 @@ mod tests {
             ("This Agreement shall become effective as of the Effective Date and shall continue to be in full force and effect for so long as Photronics and DNP, or any of their Affiliates, each remains a Shareholder of the Company.", "for so long as Photronics and DNP"),
             ("Party A and Party B agree that the term of cooperation under this Agreement shall commence from the execution date hereof and end on the expiration date of the operation term of Party B (\"Term of Cooperation\").", "until the expiration date of the operation term of Party B"),
             ("This Agreement will be effective on the Effective Date and ending on the expiration and/or termination of all Service Option Attachments, unless the Agreement is terminated earlier.", "until the expiration and/or termination of all Service Option Attachments"),
+            // "be in effect ... until", and the events contracts name without a usual head word
+            ("Unless earlier terminated in accordance with Section 4.2 or 4.3, this Agreement will be in effect from the Effective Date until completion of the Research Program.", "until completion of the Research Program"),
+            ("This term of this Agreement shall commence on the EFFECTIVE DATE and shall continue, in each country, until the date of expiration of the last to expire patent.", "until the date of expiration of the last to expire patent"),
+            ("The term of this Agreement shall begin as of the Effective Date and continue until Acceptance of all Deliverables for Milestones #1 and #2.", "until Acceptance of all Deliverables"),
+            ("The term of this Agreement shall commence with the first race of the 1998 season and shall continue until the final race of the year-2000 season.", "until the final race"),
+            // the life of another agreement or thing
+            ("This Agreement shall commence on the Effective Date and, shall continue for the duration of the Lease, unless terminated earlier pursuant to Section 3.2 or 3.3.", "for the duration of the Lease"),
+            ("This Agreement comes into force as of the Effective Date and shall remain valid during the term of the LSA.", "during the term of the LSA"),
         ];
         for (text, want) in cases {
             let got = get(text, "expiration_date").unwrap_or_default();
@@ -2625,6 +2641,8 @@ mod tests {
         for text in [
             // the agreement's own end says nothing
             "This Agreement shall continue in full force and effect until the expiration date of this Agreement, in its then current form.",
+            "The confidentiality obligations shall remain in effect for the duration of this Agreement.",
+            "This Agreement shall remain in full force and effect during the term of this Agreement and any renewal.",
             // a party's right to end it is not its term
             "Either party may terminate upon the occurrence of an Event of Default under this Agreement.",
         ] {
