@@ -660,7 +660,7 @@ pub fn parse_date(s: &str) -> Option<NaiveDate> {
 /// `one (1) additional year`, `1.5 years`.
 static DURATION: LazyLock<Regex> = LazyLock::new(|| {
     regex(&format!(
-        r"(?i)(?P<num>\b\d{{1,3}}(?:,\d{{3}})+\b|\b\d+(?:\.\d+)?|\(\s*\d+(?:\.\d+)?\s*\)|\b(?:{NUM_WORD})\b(?:[\s-]+(?:and[\s-]+)?(?:{NUM_WORD})\b)*|\ban?\b)(?:\s*\(\s*(?P<paren>\d+(?:\.\d+)?)\s*\))?[\s-]*(?:(?:additional|successive|consecutive|further|subsequent|calendar|business|working|full|complete|renewal|extension|more)[\s-]+)*(?P<unit>years?|yrs?|months?|mos?|weeks?|wks?|days?)\b"
+        r"(?i)(?P<num>\b\d{{1,3}}(?:,\d{{3}})+\b|\b\d+(?:\.\d+)?|\(\s*\d+(?:\.\d+)?\s*\)|\b(?:{NUM_WORD})\b(?:[\s-]+(?:and[\s-]+)?(?:{NUM_WORD})\b)*|\ban?\b)(?:\s*\(\s*(?P<paren>\d+(?:\.\d+)?)\s*\)|\s*\(\s*I\s*\))?[\s-]*(?:(?:additional|successive|consecutive|further|subsequent|calendar|contract|business|working|full|complete|renewal|extension|more)[\s-]+)*(?P<unit>years?|yrs?|months?|mos?|weeks?|wks?|days?)\b"
     ))
 });
 
@@ -2103,6 +2103,9 @@ mod tests {
             ("2 weeks", dur(0, 0, 2, 0)),
             ("six (6) months", dur(0, 6, 0, 0)),
             ("thirty (30) calendar days", dur(0, 0, 0, 30)),
+            ("ten (10) Contract Years", dur(10, 0, 0, 0)),
+            // a "1" read as a capital I
+            ("one (I) year", dur(1, 0, 0, 0)),
             ("one (1) additional year", dur(1, 0, 0, 0)),
             ("1.5 years", dur(1, 6, 0, 0)),
             ("a year", dur(1, 0, 0, 0)),

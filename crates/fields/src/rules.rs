@@ -287,6 +287,8 @@ fn is_sentence_end(s: &str, i: usize) -> bool {
     !ABBREVIATIONS.contains(&lower.as_str())
 }
 
+static NUMBERED_ITEM: LazyLock<Regex> = LazyLock::new(|| re(r"^\s+\d{1,2}(?:\.\d{1,2})*\.?\s+[A-Z]"));
+
 /// The sentence around bytes `b0..b1` of `s`, at most `max` bytes either side.
 fn sentence_bounds(s: &str, b0: usize, b1: usize, max: usize) -> Range<usize> {
     let b0 = floor_cb(s, b0);
@@ -299,6 +301,12 @@ fn sentence_bounds(s: &str, b0: usize, b1: usize, max: usize) -> Range<usize> {
     while p > lo {
         p -= 1;
         if matches!(bytes[p], b'.' | b'?' | b'!') && is_sentence_end(s, p) {
+            start = (p + 2).min(b0);
+            break;
+        }
+        // "... under the following terms and conditions: 1. Term The term of ...": a numbered
+        // section after a colon starts anew
+        if bytes[p] == b':' && NUMBERED_ITEM.is_match(slice(s, p + 1, p + 16)) {
             start = (p + 2).min(b0);
             break;
         }
@@ -367,7 +375,7 @@ const NUMWORD: &str = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|elev
 /// A length of time: "ninety (90) days", "(6) months", "one-year", "12 calendar months".
 static DUR: LazyLock<String> = LazyLock::new(|| {
     format!(
-        r"(?:(?:\b(?:{NUMWORD}(?:[\s-]+(?:and[\s-]+)?{NUMWORD})*|\d{{1,4}})(?:\s*\(\s*\d{{1,4}}\s*\))?|\(\s*\d{{1,4}}\s*\))[\s-]*(?:(?:calendar|business|full|consecutive|contract|working|fiscal)[\s-]+)?(?:years?|months?|weeks?|days?)\b(?:\(s\))?)"
+        r"(?:(?:\b(?:{NUMWORD}(?:[\s-]+(?:and[\s-]+)?{NUMWORD})*|\d{{1,4}})(?:\s*\(\s*(?:\d{{1,4}}|I)\s*\))?|\(\s*\d{{1,4}}\s*\))[\s-]*(?:(?:calendar|business|full|consecutive|contract|working|fiscal)[\s-]+)?(?:years?|months?|weeks?|days?)\b(?:\(s\))?)"
     )
 });
 
@@ -1555,24 +1563,25 @@ static EX_DEFINED: LazyLock<Regex> = LazyLock::new(|| {
 /// "expire on <date>", "continue in full force and effect until <date>", "through <date>".
 static EX_DATE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:expire|expires|expiring|expiration|terminate|terminates|terminating|end|ends|ending|conclude|concludes|concluding|through|thru|until|till|to|and\s+including)\s+(?:on\s+|at\s+|as\s+of\s+)?(?:(?:the\s+)?close\s+of\s+business\s+(?:on\s+)?|midnight\s+(?:on\s+)?|11:59\s*(?:p\.?m\.?)?\s*(?:[a-z]+\s+time\s+)?(?:on\s+)?)?({DATE})",
+        r"(?i)\b(?:expire|expires|expiring|expiration|terminate|terminates|terminating|end|ends|ending|conclude|concludes|concluding|through|thru|until|till|to|and\s+including)\s+(?:to\s+|on\s+|at\s+|as\s+of\s+)?(?:the\s+(?:later|earlier)\s+of\s+(?:\(\s*[a-z1i]{1,3}\s*\)\s*)?)?(?:(?:the\s+)?close\s+of\s+business\s+(?:on\s+)?|midnight\s+(?:on\s+)?|11:59\s*(?:p\.?m\.?)?\s*(?:[a-z]+\s+time\s+)?(?:on\s+)?)?({DATE})",
     )
 });
 /// "continue (in full force and effect) for a period of <duration>", "remain valid for <duration>".
 static EX_CONTINUE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:continue|continues|remain|remains|be\s+in\s+(?:full\s+)?(?:force|effect)|be\s+valid|run|last|be\s+effective|be\s+binding)\b(?:\s+in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?)?(?:\s+(?:thereafter|valid|effective|in\s+effect|in\s+force))?(?:\s+initially)?\s+(?:for\s+)?(?:at\s+least\s+)?(?:a\s+(?:period|term)\s+of\s+|an\s+initial\s+(?:period|term)\s+of\s+|the\s+(?:period|term)\s+of\s+|the\s+|an?\s+)?({DUR})",
+        r"(?i)\b(?:continue|continues|remain|remains|be\s+in\s+(?:full\s+)?(?:force|effect)|be\s+valid|run|last|be\s+effective|be\s+binding)\b(?:\s+in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?)?(?:\s+(?:thereafter|valid|effective|in\s+effect|in\s+force))?(?:\s+initially)?\s+(?:for\s+)?(?:at\s+least\s+)?(?:an?\s+(?:(?:minimum|initial|fixed)\s+)?(?:period|term)\s+of\s+|the\s+entire\s+|an\s+initial\s+(?:period|term)\s+of\s+|the\s+(?:period|term)\s+of\s+|the\s+|an?\s+)?({DUR})",
     )
 });
 /// "the term of this Agreement shall be <duration>", "initial term of <duration>".
 static EX_TERM_IS: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r#"(?i)\b(?:(?:initial|original)\s+(?:term|period)(?:\s+of\s+(?:this|the)\s+(?:agreement|contract|lease))?|(?:the\s+)?term\s+of\s+(?:this|the)\s+(?:agreement|contract|lease)|the\s+term\s+hereof|the\s+term|this\s+(?:agreement|contract))\s+(?:\([^)]{0,40}\)\s+)?(?:shall\s+be|is|will\s+be|of)\s+(?:for\s+)?(?:a\s+(?:period|term)\s+of\s+)?(?:an?\s+)?({DUR})"#,
+        r#"(?i)\b(?:(?:initial|original)\s+(?:term|period)(?:\s+of\s+(?:this|the)\s+(?:[a-z]+\s+)?(?:agreement|contract|lease))?|(?:the\s+)?term\s+of\s+(?:this|the)\s+(?:agreement|contract|lease)|the\s+term\s+hereof|the\s+term|this\s+(?:agreement|contract))\s+(?:\([^)]{0,40}\)\s+)?(?:shall\s+be|is|will\s+be|of)\s+(?:for\s+)?(?:a\s+(?:period|term)\s+of\s+)?(?:an?\s+)?({DUR})"#,
     )
 });
-/// "for an initial term of <duration>".
-static EX_FOR_TERM: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(?i)\b(?:for|have)\s+an?\s+(?:initial\s+)?(?:term|period)\s+of\s+({DUR})"));
+/// "for an initial term of <duration>", "Term: <duration>".
+static EX_FOR_TERM: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)(?:\b(?:for|have)\s+an?\s+(?:initial\s+)?(?:term|period)\s+of|(?:^|\s)term\s*:)\s+({DUR})")
+});
 /// "shall end fifteen months therefrom", "continue until five (5) years following the Effective
 /// Date", "expires in five (5) years from ...".
 static EX_END_AFTER: LazyLock<Regex> = LazyLock::new(|| {
@@ -1606,7 +1615,13 @@ static EX_UNTIL_EVENT: LazyLock<Regex> = LazyLock::new(|| {
 });
 static EX_SENT_OK: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\bterm\b|\bthis\s+(?:agreement|contract|amendment|lease|licen[cs]e)\b|\bin\s+(?:full\s+)?(?:force|effect)\b|\bexpir|\b(?:contract|agreement|licen[cs]e|initial|promotion|sponsorship|service)\s+(?:period|year)s?\b",
+        r"(?i)\bterm\b|\beffective\s+until\b|\bthis\s+(?:agreement|contract|amendment|lease|licen[cs]e)\b|\bin\s+(?:full\s+)?(?:force|effect)\b|\bexpir|\b(?:contract|agreement|licen[cs]e|initial|promotion|sponsorship|service)\s+(?:period|year)s?\b",
+    )
+});
+/// A sentence that defines the term: `"Term" shall mean`, `"Contract Period" means`.
+static EX_TERM_DEFINED: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?i)"(?:initial\s+)?(?:term|contract\s+period|service\s+period|term\s+of\s+(?:this\s+)?agreement)"\s*(?:shall\s+mean|means)\b"#,
     )
 });
 static EX_SENT_BAD: LazyLock<Regex> = LazyLock::new(|| {
@@ -1687,15 +1702,19 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
             *best = Some((pos, raw, ev, dur));
         }
     }
-    let sentence_ok = |sent: &Range<usize>| {
-        let t = w.slice(sent.start, sent.end);
-        EX_SENT_OK.is_match(t) && !EX_SENT_BAD.is_match(t)
-    };
+    // A sentence that defines the term ("\"Contract Period\" shall mean that period of time
+    // commencing on ...") is about it, whatever else it says.
+    let judge = |t: &str| EX_TERM_DEFINED.is_match(t) || (EX_SENT_OK.is_match(t) && !EX_SENT_BAD.is_match(t));
+    let sentence_ok = |sent: &Range<usize>| judge(w.slice(sent.start, sent.end));
     // The same, judged near the match `m`: a long "sentence" (a definitions list without full
-    // stops) says nothing about a date far from the words that would disqualify it.
-    let near_ok = |sent: &Range<usize>, m: &regex::Match<'_>| {
-        sentence_ok(&(sent.start.max(m.start().saturating_sub(250))..sent.end.min(m.end() + 150)))
+    // stops) says nothing about a date far from the words that would disqualify it. `hole` is
+    // left out: the length itself ("ten (10) Contract Years") is not a clause about contract years.
+    let near_ok_but = |sent: &Range<usize>, m: &regex::Match<'_>, hole: Range<usize>| {
+        let (a, b) = (sent.start.max(m.start().saturating_sub(250)), sent.end.min(m.end() + 150));
+        let (h0, h1) = (hole.start.clamp(a, b), hole.end.clamp(a, b));
+        judge(&format!("{} {}", w.slice(a, h0), w.slice(h1.max(h0), b)))
     };
+    let near_ok = |sent: &Range<usize>, m: &regex::Match<'_>| near_ok_but(sent, m, m.start()..m.start());
     // A renewal word just before the date that does not make it a renewal's end: "unless earlier
     // terminated or extended as provided below, shall end as of <date>", "is hereby extended to
     // <date>" (an amendment moving the end).
@@ -1727,7 +1746,7 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
                 continue;
             }
             let sent = w.sentence(all.start(), all.end());
-            if !near_ok(&sent, &all) || renewal_near(w.slice(sent.start, d.start())) {
+            if !near_ok_but(&sent, &all, d.range()) || renewal_near(w.slice(sent.start, d.start())) {
                 continue;
             }
             let raw = duration_with_anchor(w, d, &sent);
@@ -2955,6 +2974,30 @@ mod tests {
             get(text, "expiration_date").as_deref(),
             Some("until the expiration of Sanofi's payment obligations under Article VIII")
         );
+    }
+
+    #[test]
+    fn expiration_in_term_definitions_labels_and_numbered_sections() {
+        let cases = [
+            // a definition of the term holds whatever else its sentence says ("period commencing")
+            ("\"Contract Period\" shall mean that period of time commencing on January 1, 2000 and concluding December 31, 2003, unless terminated sooner as provided herein.", "December 31, 2003"),
+            ("\"Service Period\" means April 1, 2019 through to March 30, 2020.", "March 30, 2020"),
+            ("The term of this Agreement will begin on December 15, 1997 and will end the later of (i) December 15, 1999 or (ii) Excite's delivery of all of the guaranteed Click-throughs.", "December 15, 1999"),
+            ("The Joint Venture shall commence on the 1st of March, 2003, and shall be effective until February 28, 2004 unless extended by written agreement of the Joint Venturers.", "February 28, 2004"),
+            // lengths as contracts write them
+            ("Subject to the provisions for termination hereinafter provided, the term of this Agreement shall commence on the date hereof (the \"Effective Date\") and shall continue for a minimum period of 12 months.", "12 months from the date hereof"),
+            ("Hydron agrees that this Agreement shall continue for the entire four (4) year term unless earlier terminated.", "four (4) year"),
+            ("The initial term of the contracted agreement is 5 years from the commencement date.", "5 years from the commencement date"),
+            ("Term: twelve (12) months from the date of the Agreement which term shall automatically renew.", "twelve (12) months from the date of the Agreement"),
+            // the length itself is no clause about contract years
+            ("This Agreement shall commence on the \"Effective Date\" and shall continue for ten (10) Contract Years, unless terminated in accordance with the provisions of Section 6.", "ten (10) Contract Years from the Effective Date"),
+            // a numbered section after a colon starts its own sentence: the recitals' "warranties"
+            // before it say nothing about the term
+            ("In reliance upon the representations, warranties, covenants and agreements contained herein, the Parties agree under the following terms and conditions: 1. Term The term of this Agreement shall be one (1) year unless terminated earlier in accordance with the terms of this Agreement (the \"Term\").", "one (1) year"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(get(text, "expiration_date").as_deref(), Some(want), "{text}");
+        }
     }
 
     #[test]
