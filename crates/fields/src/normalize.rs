@@ -660,7 +660,7 @@ pub fn parse_date(s: &str) -> Option<NaiveDate> {
 /// `one (1) additional year`, `1.5 years`.
 static DURATION: LazyLock<Regex> = LazyLock::new(|| {
     regex(&format!(
-        r"(?i)(?P<num>\b\d{{1,3}}(?:,\d{{3}})+\b|\b\d+(?:\.\d+)?|\(\s*\d+(?:\.\d+)?\s*\)|\b(?:{NUM_WORD})\b(?:[\s-]+(?:and[\s-]+)?(?:{NUM_WORD})\b)*|\ban?\b)(?:\s*\(\s*(?P<paren>\d+(?:\.\d+)?)\s*\)|\s*\(\s*I\s*\))?[\s-]*(?:(?:additional|successive|consecutive|further|subsequent|calendar|contract|business|working|full|complete|renewal|extension|more)[\s-]+)*(?P<unit>years?|yrs?|months?|mos?|weeks?|wks?|days?)\b"
+        r"(?i)(?P<num>\b\d{{1,3}}(?:,\d{{3}})+\b|\b\d+(?:\.\d+)?|\(\s*\d+(?:\.\d+)?\s*\)|\b(?:{NUM_WORD})\b(?:[\s-]+(?:and[\s-]+)?(?:{NUM_WORD})\b)*|\ban?\b)(?:\s*\(\s*(?P<paren>\d+(?:\.\d+)?)\s*\)|\s*\(\s*I\s*\))?[\s~-]*(?:(?:additional|successive|consecutive|further|subsequent|calendar|contract|business|working|full|complete|renewal|extension|more)[\s-]+)*(?P<unit>years?|yrs?|months?|mos?|weeks?|wks?|days?)\b"
     ))
 });
 

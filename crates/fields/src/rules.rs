@@ -375,7 +375,7 @@ const NUMWORD: &str = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|elev
 /// A length of time: "ninety (90) days", "(6) months", "one-year", "12 calendar months".
 static DUR: LazyLock<String> = LazyLock::new(|| {
     format!(
-        r"(?:(?:\b(?:{NUMWORD}(?:[\s-]+(?:and[\s-]+)?{NUMWORD})*|\d{{1,4}})(?:\s*\(\s*(?:\d{{1,4}}|I)\s*\))?|\(\s*\d{{1,4}}\s*\))[\s-]*(?:(?:calendar|business|full|consecutive|contract|working|fiscal)[\s-]+)?(?:years?|months?|weeks?|days?)\b(?:\(s\))?)"
+        r"(?:(?:\b(?:{NUMWORD}(?:[\s-]+(?:and[\s-]+)?{NUMWORD})*|\d{{1,4}})(?:\s*\(\s*(?:\d{{1,4}}|I)\s*\))?|\(\s*\d{{1,4}}\s*\))[\s~-]*(?:(?:calendar|business|full|consecutive|contract|working|fiscal)[\s-]+)?(?:years?|months?|weeks?|days?)\b(?:\(s\))?)"
     )
 });
 
@@ -1823,7 +1823,7 @@ struct Renewal {
 /// five (5) years", "renewal term of one year".
 static RN_DURATION: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?P<verb>renew\w*|extend(?:s|ed)?|extension|continu\w*)\b(?P<gap>[^.;]{0,80}?)\b(?:for|of|by|on)\s+(?:an?\s+|each\s+|one\s*(?:\(\s*1\s*\)\s*)?(?:more\s+)?)?(?P<raw>(?P<mods>(?:(?:successive|additional|consecutive|subsequent|further|like|automatic|identical|similar|renewal|extension)[\s,]+)*)(?:(?:terms?|periods?)\s+of\s+)?(?:an?\s+)?{DUR}(?:[\s-]+(?:renewal\s+|extension\s+)?(?:terms?|periods?|increments?|intervals?|basis))?)",
+        r"(?i)\b(?P<verb>renew\w*|extend(?:s|ed)?|extension|continu\w*)\b(?P<gap>[^.;]{0,80}?)\b(?:for|of|by|on)\s+(?:an?\s+|each\s+|another\s+|one\s*(?:\(\s*1\s*\)\s*)?(?:more\s+)?)?(?P<raw>(?P<mods>(?:(?:successive|additional|consecutive|subsequent|further|like|automatic|identical|similar|renewal|extension)[\s,]+)*)(?:(?:terms?|periods?)\s+of\s+)?(?:an?\s+)?{DUR}(?:[\s-]+(?:renewal\s+|extension\s+)?(?:terms?|periods?|increments?|intervals?|basis))?)",
     )
 });
 /// "on a year to year basis", "annual renewals", "renew annually".
@@ -1951,6 +1951,8 @@ static NOTICE_CONTEXT: LazyLock<Regex> =
 /// Notices about insurance policies, payments or cure periods are not about renewal.
 static NOTICE_OFF_TOPIC: LazyLock<Regex> =
     LazyLock::new(|| re(r"(?i)\binsur|\bpolic(?:y|ies)\b|\bcure[sd]?\b|\bpayments?\b|\binvoice|\bmaterial\s+breach"));
+/// A renewal sentence that points back at a notice the one before it sets.
+static NOTICE_BACK: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bsuch\s+(?:notice|notification|election)\b"));
 /// A sentence about stopping a renewal, wherever it is.
 static NON_RENEWAL: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -1986,7 +1988,14 @@ fn notice_in(w: &Work, range: Range<usize>, strict: bool) -> Option<(String, usi
 fn notice_period(w: &Work, renewal: Option<&Renewal>) -> Option<Found> {
     if let Some(r) = renewal {
         let next = sentence_bounds(&w.s, r.evidence.end + 1, r.evidence.end + 1, 600);
-        let region = r.evidence.start..next.end.max(r.evidence.end);
+        // "In the event that either party does not give such notice, the term ... shall be
+        // automatically renewed": the notice is in the sentence before
+        let start = if NOTICE_BACK.is_match(w.slice(r.evidence.start, r.evidence.end)) && r.evidence.start > 2 {
+            sentence_bounds(&w.s, r.evidence.start - 2, r.evidence.start - 2, 600).start.min(r.evidence.start)
+        } else {
+            r.evidence.start
+        };
+        let region = start..next.end.max(r.evidence.end);
         if let Some((raw, _)) = notice_in(w, region.clone(), false) {
             return Some(w.found(raw, region));
         }
@@ -3058,6 +3067,19 @@ mod tests {
         let text = "Thereafter, the agreement shall automatically renew for successive five (5)-year terms, unless either Party gives written notice to the other Party of intent not to renew at least six (6) months prior to the expiration of the then-current Term.";
         assert_eq!(get(text, "renewal_term").as_deref(), Some("successive five (5)-year terms"));
         assert_eq!(get(text, "notice_period_to_terminate_renewal").as_deref(), Some("six (6) months"));
+    }
+
+    #[test]
+    fn renewal_for_another_term_and_the_notice_the_sentence_before_sets() {
+        let text = "This Agreement shall be renewed automatically for another five (5) years upon the expiration unless the Parties confirm, in writing, the termination of this Agreement.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("five (5) years"));
+        let text = "After the Initial Term, this Agreement will be automatically renewed for successive additional 3~year periods (\"Extension Terms\").";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("successive additional 3~year periods"));
+        assert_eq!(crate::normalize::parse_duration("3~year").map(|d| d.to_iso()).as_deref(), Some("P3Y"));
+        // "such notice" points back at the sentence that sets it
+        let text = "A party wishing to renew this Agreement shall give the other party notice thereof no less than thirty (30) days before the expiration of the term then in effect. In the event that either party does not give such notice, the term of this Agreement shall be automatically renewed for another one (1) year.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("one (1) year"));
+        assert_eq!(get(text, "notice_period_to_terminate_renewal").as_deref(), Some("thirty (30) days"));
     }
 
     #[test]
