@@ -2138,6 +2138,8 @@ const GL_WEAK: &[&str] =
 /// gives "the State of New York").
 fn jurisdiction(rest: &str) -> Option<String> {
     let cut = rest.find([',', ';', ':', '(', '[', ')', '"']).unwrap_or(rest.len());
+    // "Victoria, Australia": a state named with its country, the name alone being ambiguous
+    let country = rest[cut..].strip_prefix(',').and_then(|r| IN_COUNTRY.find(r)).map(|m| m.as_str().trim());
     let mut rest = &rest[..cut];
     // A period ends it unless it belongs to an abbreviation ("U.S.A.").
     if let Some(p) = rest.find(". ") {
@@ -2205,12 +2207,17 @@ fn jurisdiction(rest: &str) -> Option<String> {
         return None;
     }
     let mut s = out.join(" ");
+    if let Some(c) = country {
+        return Some(format!("{s}, {c}"));
+    }
     // Keep a final period only for an abbreviation like "U.S.A.".
     if s.ends_with('.') && !s.trim_end_matches('.').contains('.') {
         s.pop();
     }
     Some(s)
 }
+
+static IN_COUNTRY: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*Australia\b"));
 
 /// Which jurisdiction's law governs: "governed by ... the laws of (the State of) X".
 fn governing_law(w: &Work) -> Option<Found> {
@@ -3153,6 +3160,11 @@ mod tests {
     fn governing_law_construed_under_english_law_determined_and_us_then_state() {
         let t = "The parties hereby agree that this Agreement shall be construed in accordance with English law.";
         assert_eq!(get(t, "governing_law").as_deref(), Some("English"));
+        // a state named with its country, as its name alone is ambiguous
+        let t = "This Agreement is governed by the laws of Victoria, Australia and the parties submit to the jurisdiction of the courts of Victoria, Australia.";
+        assert_eq!(get(t, "governing_law").as_deref(), Some("Victoria, Australia"));
+        let v = crate::normalize::normalize(crate::Kind::Jurisdiction, "Victoria, Australia");
+        assert!(matches!(&v, crate::normalize::Value::Jurisdiction { code, .. } if code == "AU-VIC"), "{v:?}");
         let t = "Any controversy between the parties arising under this Agreement shall be determined in accordance with the laws of the State of Michigan.";
         assert_eq!(get(t, "governing_law").as_deref(), Some("the State of Michigan"));
         let t = "This Agreement and its interpretation shall be governed by the laws of the United States and, to the extent not inconsistent therewith, by the laws of the Commonwealth of Kentucky without regard to conflicts of law.";
