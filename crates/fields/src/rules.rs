@@ -1386,7 +1386,7 @@ fn last_signature_date(w: &Work, at: usize) -> Option<DateHit> {
 /// `<date> (the "Effective Date")`, `"Effective Date" means <date>`, `Effective Date: <date>`.
 static ED_DEFINED: LazyLock<Regex> = LazyLock::new(|| {
     re(&format!(
-        r#"(?i)(?P<a>{{DATE}})(?:\s*,\s*(?:19|20)\d\d\b)?{DEFINED_EFFECTIVE}|"?\b(?:effective|commencement)\s+dates?"?\)?\s*(?:shall\s+mean|means|is|shall\s+be|will\s+be|:|-)\s*(?:the\s+date\s+of\s+|on\s+|as\s+of\s+)?(?P<b>{{DATE}})"#
+        r#"(?i)(?P<a>{{DATE}})(?:\s*,\s*(?:19|20)\d\d\b)?{DEFINED_EFFECTIVE}|"?\b(?:effective|commencement)\s+dates?"?\)?\s*(?:(?:for|of)\s+this\s+(?:agreement|contract)\s+)?(?:shall\s+mean|means|is|shall\s+be|will\s+be|:|-)\s*(?:\d{{1,2}}:\d\d\s*[ap]\.?m\.?\s*(?:[A-Za-z]+\s+){{0,3}}?time\s+)?(?:the\s+date\s+of\s+|on\s+|as\s+of\s+)?(?P<b>{{DATE}})"#
     ))
 });
 /// The preamble's date left blank, or without its year, defined as the effective date: "as of
@@ -2607,6 +2607,14 @@ mod tests {
         let text = "This Agreement is dated as of May 5, 1998 (the \"Effective Date\") between A Corp. (\"A\") and B Corp. (\"B\").";
         assert_eq!(get(text, "agreement_date").as_deref(), Some("May 5, 1998"));
         assert_eq!(get(text, "effective_date").as_deref(), Some("May 5, 1998"));
+    }
+
+    #[test]
+    fn effective_date_defined_with_its_hour_or_for_this_contract() {
+        let text = "\"EFFECTIVE DATE\" means 12:01 a.m. Eastern Standard Time on March 3, 2003.";
+        assert_eq!(get(text, "effective_date").as_deref(), Some("March 3, 2003"));
+        let text = "The commencement date for this contract will be 16th June 2004.";
+        assert_eq!(get(text, "effective_date").as_deref(), Some("16th June 2004"));
     }
 
     #[test]
