@@ -969,7 +969,7 @@ static PARTY_CAPACITY: LazyLock<Regex> = LazyLock::new(|| re(r"^as\s"));
 /// ("RIGHTS GRANTED Licensor grants to ...").
 static PARTY_NOT_A_NAME: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"^(?:is|are|was|were|shall|will|may|has|have|sets?|regarding|concerning|whereby|which|who|that|pursuant|hereby|agrees?|grants?|desires?|wishes|other\s+things)\b|\b[A-Z]{3,}(?:\s+[A-Z]{3,})+\s+[A-Z][a-z]+\s+[a-z]+\s+[a-z]+|\s(?:is|are|was|were|shall|will|owns|agrees|desires|provides|requires|operates|has|have|consists)\b",
+        r"^(?:is|are|was|were|shall|will|may|has|have|sets?|regarding|concerning|whereby|which|who|that|pursuant|hereby|agrees?|grants?|desires?|wishes|other\s+things|to|on\s+behalf|certain|amended|issued|relating)\b|\battached\s+hereto\b|\borganized\s+and\s+operated\b|\b[A-Z]{3,}(?:\s+[A-Z]{3,})+\s+[A-Z][a-z]+\s+[a-z]+\s+[a-z]+|\s(?:is|are|was|were|shall|will|owns|agrees|desires|provides|requires|operates|has|have|consists)\b",
     )
 });
 
@@ -2531,6 +2531,21 @@ mod tests {
             get(t, "parties").as_deref(),
             Some("Birch First Global Investments Inc. (\"Company\"); Mount Knowledge Holdings Inc. (\"Consultant\")")
         );
+    }
+
+    #[test]
+    fn parties_that_are_pieces_of_a_sentence_are_dropped() {
+        let list = |names: &[&str]| names.iter().map(|n| (n.to_string(), Vec::new())).collect::<Vec<_>>();
+        let got = tidy_parties(list(&[
+            "GAINSCO, INC.",
+            "Racing organized and operated",
+            "amended by the parties on",
+            "Conditions, Schedules, and all other documents attached hereto",
+            "to residential subscribers of Rogers' digital cable television service on",
+            "on behalf of Nationwide Mutual Funds or its surviving entity",
+            "certain other services relating to the processing of online inquiries",
+        ]));
+        assert_eq!(got, list(&["GAINSCO, INC."]));
     }
 
     #[test]
