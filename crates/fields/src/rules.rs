@@ -1817,6 +1817,8 @@ struct Renewal {
     raw: String,
     /// Working byte range of the renewal sentence.
     evidence: Range<usize>,
+    /// Whether it renews by itself (not at a party's option or by the parties' agreement).
+    automatic: bool,
 }
 
 /// "automatically renew for successive one (1) year periods", "renewed for additional periods of
@@ -1933,7 +1935,7 @@ fn renewal_term(w: &Work, initial_term: Option<&str>) -> Option<Renewal> {
     }
     // Automatic renewals first, then the earliest.
     cands.sort_by_key(|c| (!c.0, c.1));
-    cands.into_iter().next().map(|(_, _, raw, evidence)| Renewal { raw, evidence })
+    cands.into_iter().next().map(|(automatic, _, raw, evidence)| Renewal { raw, evidence, automatic })
 }
 
 static NOTICE_AFTER: LazyLock<Regex> = LazyLock::new(|| {
@@ -1986,7 +1988,10 @@ fn notice_in(w: &Work, range: Range<usize>, strict: bool) -> Option<(String, usi
 /// How long before a term ends a party must give notice to stop the renewal: within the renewal
 /// sentence or the one after, else in a sentence about non-renewal.
 fn notice_period(w: &Work, renewal: Option<&Renewal>) -> Option<Found> {
-    if let Some(r) = renewal {
+    // a renewal at a party's option: the notice near it exercises the option, it does not stop a
+    // renewal ("shall have the option to renew ... by providing prior written notice within
+    // Ninety (90) days of the end")
+    if let Some(r) = renewal.filter(|r| r.automatic) {
         let next = sentence_bounds(&w.s, r.evidence.end + 1, r.evidence.end + 1, 600);
         // "In the event that either party does not give such notice, the term ... shall be
         // automatically renewed": the notice is in the sentence before
@@ -3097,6 +3102,13 @@ mod tests {
         let text = "Thereafter, the agreement shall automatically renew for successive five (5)-year terms, unless either Party gives written notice to the other Party of intent not to renew at least six (6) months prior to the expiration of the then-current Term.";
         assert_eq!(get(text, "renewal_term").as_deref(), Some("successive five (5)-year terms"));
         assert_eq!(get(text, "notice_period_to_terminate_renewal").as_deref(), Some("six (6) months"));
+    }
+
+    #[test]
+    fn a_notice_that_exercises_an_option_to_renew_does_not_stop_a_renewal() {
+        let text = "Distributor shall have the option to renew this Agreement for an additional Three (3) year period by providing prior written notice to Company within Ninety (90) days of the end of the initial period.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("additional Three (3) year period"));
+        assert_eq!(get(text, "notice_period_to_terminate_renewal"), None);
     }
 
     #[test]
