@@ -1578,6 +1578,9 @@ static EX_TERM_IS: LazyLock<Regex> = LazyLock::new(|| {
         r#"(?i)\b(?:(?:initial|original)\s+(?:term|period)(?:\s+of\s+(?:this|the)\s+(?:[a-z]+\s+)?(?:agreement|contract|lease))?|(?:the\s+)?term\s+of\s+(?:this|the)\s+(?:agreement|contract|lease)|the\s+term\s+hereof|the\s+term|this\s+(?:agreement|contract))\s+(?:\([^)]{0,40}\)\s+)?(?:shall\s+be|is|will\s+be|of)\s+(?:for\s+)?(?:a\s+(?:period|term)\s+of\s+)?(?:an?\s+)?({DUR})"#,
     )
 });
+/// The word before "for a period of" that makes it a period of something else than the term.
+static EX_OTHER_PERIOD: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)\b(?:\w+ed|existed|agreement|contract|default|outages?)\s*$"));
 /// "for an initial term of <duration>", "Term: <duration>".
 static EX_FOR_TERM: LazyLock<Regex> = LazyLock::new(|| {
     re(r"(?i)(?:\b(?:for|have)\s+an?\s+(?:initial\s+)?(?:term|period)\s+of|(?:^|\s)term\s*:)\s+({DUR})")
@@ -1743,6 +1746,12 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
             let (Some(all), Some(d)) = (c.get(0), c.get(1)) else { continue };
             let unit = d.as_str().to_lowercase();
             if unit.contains("day") || unit.contains("week") {
+                continue;
+            }
+            // "have been delayed for a period of 3 months", "ceased making movements under this
+            // Agreement for a period of six months": a period of something else
+            let a_period = std::ptr::eq(rx, &*EX_FOR_TERM) && all.as_str().to_lowercase().contains("period");
+            if a_period && EX_OTHER_PERIOD.is_match(w.slice(all.start().saturating_sub(40), all.start())) {
                 continue;
             }
             let sent = w.sentence(all.start(), all.end());
@@ -3041,6 +3050,13 @@ mod tests {
         ];
         for (text, want) in cases {
             assert_eq!(get(text, "expiration_date").as_deref(), Some(want), "{text}");
+        }
+        // a period of something else than the term
+        for text in [
+            "If performance of the obligations by any Party under this Contract have been delayed for a period of 3 months, the other Party shall be entitled to terminate this Contract.",
+            "Transporter may require a settlement at any time after Shipper has ceased making movements under this Agreement for a period of six months.",
+        ] {
+            assert_eq!(get(text, "expiration_date"), None, "{text}");
         }
     }
 
