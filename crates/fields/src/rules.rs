@@ -958,7 +958,7 @@ static PARTY_NAME_TAIL: LazyLock<Regex> = LazyLock::new(|| {
 /// "DGT Corp. Suite 207", "Limited of Boston House, 1 ..."): everything after the suffix goes.
 static PARTY_SUFFIX_ADDRESS: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?P<suffix>\b(?:Inc|INC|Corp|CORP|Ltd|LTD|LLC|L\.L\.C|GmbH|AG|S\.A|SA|B\.V|N\.V|plc|PLC|Limited|LIMITED|Corporation|CORPORATION|L\.P|LP|A/S)\.?),?\s+(?:\d{2,}|\d{1,3}(?:st|nd|rd|th)\s+(?i:floor)|(?i:suite)\b|(?i:of)\s+[^,;]{0,40}\d).*$",
+        r"(?P<suffix>\b(?:Inc|INC|Corp|CORP|Ltd|LTD|LLC|L\.L\.C|GmbH|AG|S\.A|SA|B\.V|N\.V|plc|PLC|Limited|LIMITED|Corporation|CORPORATION|L\.P|LP|A/S|a\.s|Pte|SRL)\.?),?\s+(?:\d{2,}|\d{1,3}(?:st|nd|rd|th)\s+(?i:floor)|(?i:suite|room|unit|flat|level|building|bldg|p\.?\s?o\.?\s+box)\b|[A-Z][a-z]+\s+(?i:house|tower|centre|center|plaza)\b|[A-Z][a-z]+\s+\d{1,4}\b|(?i:of)\s+[^,;]{0,40}\d).*$",
     )
 });
 /// A capacity of the party before rather than a party ("as servicer", "as Administrator for ...").
@@ -2560,6 +2560,17 @@ mod tests {
             "certain other services relating to the processing of online inquiries",
         ]));
         assert_eq!(got, list(&["GAINSCO, INC."]));
+        // an address after the corporate suffix goes: a room, a street and number, a named house
+        let got = tidy_parties(list(&[
+            "Dolphin Industries Limited Room 1302 Golden Gate Commercial Bldg 136 Austin Road",
+            "Sicap Ltd, Bernstrasse 34",
+            "EuroTel Bratislava a.s., Stefanikova 17, PO Box 54",
+            "Consolidated Artists Inc., Sommerville House, Phillips Street, St. Helier, Jersey",
+        ]));
+        assert_eq!(
+            got,
+            list(&["Dolphin Industries Limited", "Sicap Ltd", "EuroTel Bratislava a.s.", "Consolidated Artists Inc."])
+        );
     }
 
     #[test]
