@@ -796,7 +796,7 @@ static PARTY_STOP: LazyLock<Regex> = LazyLock::new(|| {
 /// `(hereinafter Licensee)`, and in single quotes `(hereinafter referred to as 'IMPCO', ...)`.
 static DEFINED_TERM: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r#"(?P<paren>\([^()"]{0,120}"[^"()]{1,60}"[^()]{0,160}\))|(?P<here>,?\s*\b(?i:hereinafter|hereafter)\b[^"()]{0,40}"[^"]{1,60}")|(?P<unq>\(\s*(?i:hereinafter|herein|hereafter)\s+(?i:referred\s+to\s+as\s+|called\s+|known\s+as\s+)?(?i:the\s+)?(?P<role>[A-Z][\w&-]*(?:\s+[A-Z][\w&-]*){0,3})\s*\))|(?P<single>\([^()"']{0,120}'(?P<srole>[^'()]{2,40})'[^()']{0,60}\))|(?P<shere>,?\s*\b(?i:hereinafter|hereafter)\b[^"'()]{0,40}'(?P<srole2>[^'()]{2,40})')"#,
+        r#"(?P<paren>\([^()"]{0,120}"[^"()]{1,60}"[^()]{0,160}\))|(?P<here>,?\s*\b(?i:hereinafter|hereafter)\b[^"()]{0,40}"[^"]{1,60}")|(?P<unq>\(\s*(?:(?i:hereinafter|herein|hereafter)\s+(?i:referred\s+to\s+as\s+|called\s+|known\s+as\s+)?(?i:the\s+)?|the\s+)(?P<role>[A-Z][\w&-]*(?:\s+[A-Z][\w&-]*){0,3})\s*\))|(?P<single>\([^()"']{0,120}'(?P<srole>[^'()]{2,40})'[^()']{0,60}\))|(?P<shere>,?\s*\b(?i:hereinafter|hereafter)\b[^"'()]{0,40}'(?P<srole2>[^'()]{2,40})')"#,
     )
 });
 static QUOTED: LazyLock<Regex> = LazyLock::new(|| re(r#""\s*([^"]{1,60}?)\s*""#));
@@ -807,7 +807,7 @@ static NAME_LEAD: LazyLock<Regex> = LazyLock::new(|| {
 });
 static NAME_CUT: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?:,\s*(?i:an?|the)\s|\s(?-i:an?)\s|,\s*(?i:having|with|whose|located|organi[sz]ed|incorporated|existing|established|acting|registered|residing|domiciled|duly|its|on\s+behalf|which|who|doing\s+business|address|principal|company\s+(?:no|number|registration)|\d)|\s+(?i:with\s+(?:its|a|an|offices?|principal|registered|an\s+address)\b|whose\s|having\s+(?:its|a|an)\s|located\s+at|residing\s+at|of\s+\d|organi[sz]ed\s+under|incorporated\s+under|hereinafter\b|herein\s+referred|on\s+the\s+one\s+hand|on\s+the\s+other\s+hand)|\s*\((?i:an?|the|as|on|for|formerly|acting|hereinafter|herein|each|individually|collectively|together|jointly|registration|company\s+no|reg)\b|\s*;)",
+        r"(?:,\s*(?i:an?|the)\s|\s(?-i:an?)\s|,\s*(?i:having|with|whose|located|organi[sz]ed|incorporated|existing|established|acting|registered|residing|domiciled|duly|its|on\s+behalf|which|who|doing\s+business|address|principal|company\s+(?:no|number|registration)|\d)|\s+(?i:with\s+(?:its|a|an|offices?|principal|registered|an\s+address)\b|whose\s|having\s+(?:its|a|an)\s|located\s+at|residing\s+at|of\s+\d|organi[sz]ed\s+under|incorporated\s+under|hereinafter\b|herein\s+referred|on\s+the\s+one\s+hand|on\s+the\s+other\s+hand)|\s*\((?i:an?|the|as|on|for|formerly|acting|hereinafter|herein|each|individually|collectively|together|jointly|registration|registered|company\s+no|reg)\b|\s*;)",
     )
 });
 static NAME_TAIL_CUT: LazyLock<Regex> = LazyLock::new(|| {
@@ -2545,6 +2545,12 @@ mod tests {
             get(t, "parties").as_deref(),
             Some("Birch First Global Investments Inc. (\"Company\"); Mount Knowledge Holdings Inc. (\"Consultant\")")
         );
+    }
+
+    #[test]
+    fn parties_defined_without_quotes_in_a_numbered_list() {
+        let t = "THIS AGREEMENT is made on 1 October 2019 BETWEEN: (1) WPP 2005 LIMITED (registered number 01003653) whose registered office is at Sea Containers, 19 Upper Ground, London SE1 9GL (the Company) (2) JOHN ROGERS (the Executive). IT IS AGREED as follows:";
+        assert_eq!(get(t, "parties").as_deref(), Some("WPP 2005 LIMITED (\"Company\"); JOHN ROGERS (\"Executive\")"));
     }
 
     #[test]
