@@ -802,12 +802,12 @@ static DEFINED_TERM: LazyLock<Regex> = LazyLock::new(|| {
 static QUOTED: LazyLock<Regex> = LazyLock::new(|| re(r#""\s*([^"]{1,60}?)\s*""#));
 static NAME_LEAD: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)^(?:\s|[,;:.)]|-{2,}|\band\b|&|\bby\b|\bbetween\b|\bamong(?:st)?\b|\bon\s+the\s+(?:one|other)\s+hand\b|\bof\s+the\s+(?:one|other|first|second)\s+part\b|\bof\s+(?:one|other)\s+part\b|\bparties\s*:|\bparty\s+[a-d]\b(?:\s*\([^()]{1,30}\))?\s*:|\b(?:for|furnishing)\s+the\s+(?:personal\s+)?services\s+of\b|\bf/s/o\b|\(\s*(?:\d{1,2}|[a-h]|[ivx]{1,4})\s*\)|\b[a-h]\)|\d{1,2}[.)]\s)*",
+        r"(?i)^(?:\s|[,;:.)]|-{2,}|-\s|\band\b|&|\bby\b|\bbetween\b|\bamong(?:st)?\b|\bon\s+the\s+(?:one|other)\s+hand\b|\bof\s+the\s+(?:one|other|first|second)\s+part\b|\bof\s+(?:one|other)\s+part\b|\bparties\s*:|\bparties\s+to\s+this\s+agreement\b\s*:?|\bparty\s+[a-d]\b(?:\s*\([^()]{1,30}\))?\s*:|\b(?:for|furnishing)\s+the\s+(?:personal\s+)?services\s+of\b|\bf/s/o\b|\(\s*(?:\d{1,2}|[a-h]|[ivx]{1,4})\s*\)|\b[a-h]\)|\d{1,2}[.)]\s)*",
     )
 });
 static NAME_CUT: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?:,\s*(?i:an?|the)\s|\s(?-i:an?)\s|,\s*(?i:having|with|whose|located|organi[sz]ed|incorporated|existing|established|acting|registered|residing|domiciled|duly|its|on\s+behalf|which|who|doing\s+business|address|principal|company\s+(?:no|number|registration)|\d)|\s+(?i:with\s+(?:its|a|an|offices?|principal|registered|an\s+address)\b|whose\s|having\s+(?:its|a|an)\s|located\s+at|residing\s+at|of\s+\d|organi[sz]ed\s+under|incorporated\s+under|hereinafter\b|herein\s+referred|on\s+the\s+one\s+hand|on\s+the\s+other\s+hand)|\s*\((?i:an?|the|as|on|for|formerly|acting|hereinafter|herein|each|individually|collectively|together|jointly|registration|registered|company\s+no|reg)\b|\s*;)",
+        r"(?:,\s*(?i:an?|the)\s|\s(?-i:an?)\s|,\s*(?i:having|with|whose|located|organi[sz]ed|incorporated|existing|established|acting|represented|registered|residing|domiciled|duly|its|on\s+behalf|which|who|doing\s+business|address|principal|company\s+(?:no|number|registration)|\d)|\s+(?i:with\s+(?:its|a|an|offices?|principal|registered|an\s+address)\b|whose\s|having\s+(?:its|a|an)\s|located\s+at|residing\s+at|of\s+\d|organi[sz]ed\s+under|incorporated\s+under|hereinafter\b|herein\s+referred|on\s+the\s+one\s+hand|on\s+the\s+other\s+hand)|\s*\((?i:an?|the|as|on|for|formerly|acting|hereinafter|herein|each|individually|collectively|together|jointly|registration|registered|company\s+no|reg)\b|\s*;)",
     )
 });
 static NAME_TAIL_CUT: LazyLock<Regex> = LazyLock::new(|| {
@@ -816,7 +816,9 @@ static NAME_TAIL_CUT: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 static GENERIC_ROLE: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(?i)^(?:party|parties|agreement|this\s+agreement|effective\s+date|each|both|either|contract|amendment)$")
+    re(
+        r"(?i)^(?:party|parties|agreement|this\s+agreement|effective\s+date|each|both|either|contract|amendment)$|\sagreement$",
+    )
 });
 
 /// A chunk that opens with the previous party's description rather than a name.
@@ -958,7 +960,7 @@ static PARTY_NAME_TAIL: LazyLock<Regex> = LazyLock::new(|| {
 /// "DGT Corp. Suite 207", "Limited of Boston House, 1 ..."): everything after the suffix goes.
 static PARTY_SUFFIX_ADDRESS: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?P<suffix>\b(?:Inc|INC|Corp|CORP|Ltd|LTD|LLC|L\.L\.C|GmbH|AG|S\.A|SA|B\.V|N\.V|plc|PLC|Limited|LIMITED|Corporation|CORPORATION|L\.P|LP|A/S|a\.s|Pte|SRL)\.?),?\s+(?:\d{2,}|\d{1,3}(?:st|nd|rd|th)\s+(?i:floor)|(?i:suite|room|unit|flat|level|building|bldg|p\.?\s?o\.?\s+box)\b|[A-Z][a-z]+\s+(?i:house|tower|centre|center|plaza)\b|[A-Z][a-z]+\s+\d{1,4}\b|(?i:of)\s+[^,;]{0,40}\d).*$",
+        r"(?P<suffix>\b(?:Inc|INC|Corp|CORP|Ltd|LTD|LLC|L\.L\.C|GmbH|AG|S\.A|SA|B\.V|N\.V|plc|PLC|Limited|LIMITED|Corporation|CORPORATION|L\.P|LP|A/S|a\.s|Pte|SRL)\.?),?\s+(?:\d{2,}|\d{1,3}(?:st|nd|rd|th)\s+(?i:floor)|(?i:suite|room|unit|flat|level|building|bldg|p\.?\s?o\.?\s+box)\b|(?i:of\s+)?[A-Z][a-z]+\s+(?i:house|tower|centre|center|plaza)\b|(?:[A-Z]\S*\s+){1,2}\d{1,5}\b|(?i:of)\s+[^,;]{0,40}\d).*$",
     )
 });
 /// A capacity of the party before rather than a party ("as servicer", "as Administrator for ...").
@@ -969,7 +971,7 @@ static PARTY_CAPACITY: LazyLock<Regex> = LazyLock::new(|| re(r"^as\s"));
 /// ("RIGHTS GRANTED Licensor grants to ...").
 static PARTY_NOT_A_NAME: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"^(?:is|are|was|were|shall|will|may|has|have|sets?|regarding|concerning|whereby|which|who|that|pursuant|hereby|agrees?|grants?|desires?|wishes|other\s+things|to|on\s+behalf|certain|amended|issued|relating)\b|\battached\s+hereto\b|\borganized\s+and\s+operated\b|\b[A-Z]{3,}(?:\s+[A-Z]{3,})+\s+[A-Z][a-z]+\s+[a-z]+\s+[a-z]+|\s(?:is|are|was|were|shall|will|owns|agrees|desires|provides|requires|operates|has|have|consists)\b",
+        r"^(?:is|are|was|were|shall|will|may|has|have|sets?|regarding|concerning|whereby|which|who|that|pursuant|hereby|agrees?|grants?|desires?|wishes|other\s+things|to|on\s+behalf|certain|amended|issued|relating|each|its|under|following|parties|in\s+addition|of)\b|^(?i:Inc|LLC|L\.L\.C|Ltd|Corp|Corporation|Limited|LP|L\.P)\.?$|\battached\s+hereto\b|\borganized\s+and\s+operated\b|\b[A-Z]{3,}(?:\s+[A-Z]{3,})+\s+[A-Z][a-z]+\s+[a-z]+\s+[a-z]+|\s(?:is|are|was|were|shall|will|owns|agrees|desires|provides|requires|operates|has|have|consists)\b",
     )
 });
 
@@ -2564,6 +2566,8 @@ mod tests {
             "to residential subscribers of Rogers' digital cable television service on",
             "on behalf of Nationwide Mutual Funds or its surviving entity",
             "certain other services relating to the processing of online inquiries",
+            "each of the persons set forth on the signature page hereto",
+            "LLC",
         ]));
         assert_eq!(got, list(&["GAINSCO, INC."]));
         // an address after the corporate suffix goes: a room, a street and number, a named house
@@ -2572,11 +2576,29 @@ mod tests {
             "Sicap Ltd, Bernstrasse 34",
             "EuroTel Bratislava a.s., Stefanikova 17, PO Box 54",
             "Consolidated Artists Inc., Sommerville House, Phillips Street, St. Helier, Jersey",
+            "Boehringer Ingelheim International GmbH Binger Straße 173 55216 Ingelheim Germany",
+            "Tigrent Learning UK Limited of Boston House",
         ]));
         assert_eq!(
             got,
-            list(&["Dolphin Industries Limited", "Sicap Ltd", "EuroTel Bratislava a.s.", "Consolidated Artists Inc."])
+            list(&[
+                "Dolphin Industries Limited",
+                "Sicap Ltd",
+                "EuroTel Bratislava a.s.",
+                "Consolidated Artists Inc.",
+                "Boehringer Ingelheim International GmbH",
+                "Tigrent Learning UK Limited"
+            ])
         );
+        // a general partner that represents the party is not part of its name; a document
+        // defined beside the parties is not one
+        let t = "THIS AGREEMENT made as of the 30th day of June 1999 BETWEEN: MEDIALINX INTERACTIVE, L.P., represented herein by its general partner MediaLinx Interactive Inc. a corporation (\"MLX\") - and - HEALTHCENTRAL.COM INC., a Delaware corporation (\"HCI\").";
+        assert_eq!(
+            get(t, "parties").as_deref(),
+            Some("MEDIALINX INTERACTIVE, L.P. (\"MLX\"); HEALTHCENTRAL.COM INC. (\"HCI\")")
+        );
+        let t = "This Agreement is entered into by and between XACCT Technologies, Inc., a Delaware corporation (\"XACCT\") for the Support Services under the software license agreement (\"License Agreement\").";
+        assert_eq!(get(t, "parties").as_deref(), Some("XACCT Technologies, Inc. (\"XACCT\")"));
     }
 
     #[test]
