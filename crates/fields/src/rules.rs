@@ -545,6 +545,13 @@ fn all_upper(t: &str) -> bool {
 fn document_name(text: &str, names: &[TitleName]) -> Option<Found> {
     let lines = title_lines(text);
     let mut candidates = lines.iter().enumerate().filter(|(_, l)| l.usable && TITLE_KEYWORD.is_match(l.body));
+    // a line of prose that holds the word ("... OF THIS AGREEMENT ACCORDINGLY,") is no title: a
+    // title does not end in the middle of a sentence (one that goes on in the next line does
+    // not end there: "SCHEDULE TO Software License," / "Customization and Maintenance Agreement")
+    let mut candidates = candidates.by_ref().filter(|(i, l)| {
+        !l.body.trim_end().ends_with([',', ';'])
+            || title_at(&lines, *i).is_some_and(|f| f.evidence.end > l.start + l.len)
+    });
     let (first, _) = candidates.next()?;
     let as_written = title_at(&lines, first)?;
     if names.is_empty() {
@@ -2453,6 +2460,21 @@ mod tests {
         let text = "EXHIBIT 10.1\nCONFIDENTIAL TREATMENT REQUESTED\n\n  MASTER SERVICES AGREEMENT.\n\nThis Master Services Agreement is made ...";
         assert_eq!(get(text, "document_name").as_deref(), Some("MASTER SERVICES AGREEMENT"));
         assert_eq!(evidence(text, "document_name"), "MASTER SERVICES AGREEMENT.");
+    }
+
+    #[test]
+    fn title_not_from_a_legend_that_ends_mid_sentence() {
+        let text = "THE COMPANY HAS REQUESTED CONFIDENTIAL TREATMENT WITH RESPECT TO CERTAIN PORTIONS OF THIS\n\
+                    AGREEMENT ACCORDINGLY,\nCERTAIN PORTIONS HAVE BEEN REDACTED\nExhibit 10.1\nSPONSORSHIP AGREEMENT\n\
+                    This agreement (\"Agreement\") is entered into as of the 31st day of March, 1998.";
+        assert_eq!(get(text, "document_name").as_deref(), Some("SPONSORSHIP AGREEMENT"));
+        // a title line that goes on in the next one is a title
+        let text =
+            "SCHEDULE TO Software License,\nCustomization and Maintenance Agreement\nSupplier Name: Cardlytics, Inc.";
+        assert_eq!(
+            get(text, "document_name").as_deref(),
+            Some("Software License, Customization and Maintenance Agreement")
+        );
     }
 
     #[test]
