@@ -284,8 +284,25 @@ fn is_sentence_end(s: &str, i: usize) -> bool {
         return false;
     }
     let lower = word.to_lowercase();
-    !ABBREVIATIONS.contains(&lower.as_str())
+    // "April. 1st 2019": a month's name before a day is no sentence's end
+    let month_before_day = next.is_some_and(|n| n.is_ascii_digit()) && MONTH_NAMES.contains(&lower.as_str());
+    !ABBREVIATIONS.contains(&lower.as_str()) && !month_before_day
 }
+
+const MONTH_NAMES: &[&str] = &[
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
 
 static NUMBERED_ITEM: LazyLock<Regex> = LazyLock::new(|| re(r"^\s+\d{1,2}(?:\.\d{1,2})*\.?\s+[A-Z]"));
 
@@ -3096,6 +3113,8 @@ mod tests {
             // a definition of the term holds whatever else its sentence says ("period commencing")
             ("\"Contract Period\" shall mean that period of time commencing on January 1, 2000 and concluding December 31, 2003, unless terminated sooner as provided herein.", "December 31, 2003"),
             ("\"Service Period\" means April 1, 2019 through to March 30, 2020.", "March 30, 2020"),
+            // a month's name with a full stop before its day ends no sentence
+            ("\"Service Period\" means April. 1st 2019 through to March 30, 2020.", "March 30, 2020"),
             ("The term of this Agreement will begin on December 15, 1997 and will end the later of (i) December 15, 1999 or (ii) Excite's delivery of all of the guaranteed Click-throughs.", "December 15, 1999"),
             ("The Joint Venture shall commence on the 1st of March, 2003, and shall be effective until February 28, 2004 unless extended by written agreement of the Joint Venturers.", "February 28, 2004"),
             // lengths as contracts write them
