@@ -285,24 +285,11 @@ fn is_sentence_end(s: &str, i: usize) -> bool {
     }
     let lower = word.to_lowercase();
     // "April. 1st 2019": a month's name before a day is no sentence's end
-    let month_before_day = next.is_some_and(|n| n.is_ascii_digit()) && MONTH_NAMES.contains(&lower.as_str());
+    let month_before_day = next.is_some_and(|n| n.is_ascii_digit()) && MONTH_WORD.is_match(word);
     !ABBREVIATIONS.contains(&lower.as_str()) && !month_before_day
 }
 
-const MONTH_NAMES: &[&str] = &[
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
+static MONTH_WORD: LazyLock<Regex> = LazyLock::new(|| re(&format!("(?i)^{MONTH}$")));
 
 static NUMBERED_ITEM: LazyLock<Regex> = LazyLock::new(|| re(r"^\s+\d{1,2}(?:\.\d{1,2})*\.?\s+[A-Z]"));
 
