@@ -1811,8 +1811,7 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
             // during the term: the sentence is judged without it
             let judged = if lead.is_empty() {
                 let (before, after) = (w.slice(sent.start, ev.start()), w.slice(ev.end(), sent.end));
-                let t = format!("{before} {after}");
-                EX_SENT_OK.is_match(&t) && !EX_SENT_BAD.is_match(&t)
+                judge(&format!("{before} {after}"))
             } else {
                 near_ok(&sent, &all)
             };
