@@ -733,7 +733,7 @@ static UNTIL_TERMINATED: LazyLock<Regex> =
 pub(crate) const EVENT_HEAD: &str = r"(?:the\s+)?(?:later|earlier|latest|earliest|expiration|expiry|completion|termination|end|last|final|date\s+on\s+which|date\s+that|date\s+of\s+(?:the\s+)?(?:expiration|expiry|termination|completion)|first|occurrence|cessation|acceptance)\b";
 /// The life of something else the term lasts for: "for the duration of the Lease", "during the
 /// term of the LSA".
-pub(crate) const LIFE_OF: &str = r"(?:for|during)\s+the\s+(?:total\s+|full\s+|entire\s+)?(?:duration|term|life)\s+of\b";
+pub(crate) const LIFE_OF: &str = r"(?:for|during)\s+the\s+(?:(?:total\s+|full\s+|entire\s+)?(?:duration|term|life)\s+of|(?:time\s+)?periods?\s+(?:set\s+forth|specified|stated)\s+in)\b";
 static SO_LONG_AS: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)^(?:so|as)\s+long\s+as\b"));
 static LIFE: LazyLock<Regex> = LazyLock::new(|| regex(&format!(r"(?i)^{LIFE_OF}")));
 /// A whole answer that names the event the term runs until: "until the expiration of the

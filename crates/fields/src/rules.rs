@@ -1813,7 +1813,9 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
                 let (before, after) = (w.slice(sent.start, ev.start()), w.slice(ev.end(), sent.end));
                 judge(&format!("{before} {after}"))
             } else {
-                near_ok(&sent, &all)
+                // the event itself is not judged: "until the expiration of the Warranty Period"
+                // is no warranty clause
+                near_ok_but(&sent, &all, ev.range())
             };
             if judged && !renewal_near(w.slice(sent.start, all.start())) && !crate::normalize::is_own_end(ev.as_str()) {
                 let text = ev.as_str().trim_end_matches([',', ' ']);
@@ -2769,6 +2771,9 @@ mod tests {
             // the life of another agreement or thing
             ("This Agreement shall commence on the Effective Date and, shall continue for the duration of the Lease, unless terminated earlier pursuant to Section 3.2 or 3.3.", "for the duration of the Lease"),
             ("This Agreement comes into force as of the Effective Date and shall remain valid during the term of the LSA.", "during the term of the LSA"),
+            ("The Term of this Agreement will commence on the Effective Date and shall continue for the time periods set forth in Schedules 1 and 2 unless sooner terminated.", "for the time periods set forth in Schedules 1 and 2"),
+            // the event is not judged as a clause: a "Warranty Period" is no warranty clause
+            ("This Agreement shall become effective as of the Effective Date and, unless otherwise terminated in accordance with Section 4, will continue until the expiration of the Warranty Period as defined in subsection 9(a).", "until the expiration of the Warranty Period"),
         ];
         for (text, want) in cases {
             let got = get(text, "expiration_date").unwrap_or_default();
