@@ -1896,6 +1896,16 @@ static RN_AUTO: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)\bautomatic|\bthereafter\b|\bunless\b|\b(?:shall|will)\s+(?:be\s+)?(?:renew|extend)|\brenews\b|\bnon-?renewal\b",
     )
 });
+/// A renewal only if the parties agree to it then ("may be extended by successive periods of
+/// three (3) years by mutual agreement", "extended by mutual agreement between the parties"):
+/// no renewal term. CUAD's Renewal Term is an automatic extension or one a party makes alone;
+/// a sentence that also says "automatically" still gives one.
+static RN_BY_AGREEMENT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:may|can)\s+be\s+(?:renewed|extended)\b[^.;]{0,100}\b(?:mutual\w*|by\s+(?:written\s+)?agreement)\b|\bmutual\w*[^.;]{0,60}\b(?:may|can)\s+be\s+(?:renewed|extended)\b|\b(?:renewed|extended)\s+by\s+(?:the\s+)?mutual\b",
+    )
+});
+static RN_AUTOMATIC: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bautomatic"));
 static RN_TOPIC: LazyLock<Regex> =
     LazyLock::new(|| re(r"(?i)\bterm\b|\bagreement\b|\bcontract\b|\blease\b|\bsubscription\b"));
 
@@ -1921,7 +1931,7 @@ fn renewal_term(w: &Work, initial_term: Option<&str>) -> Option<Renewal> {
         }
         let sent = w.sentence(all.start(), all.end());
         let t = w.slice(sent.start, sent.end);
-        if !RN_TOPIC.is_match(t) {
+        if !RN_TOPIC.is_match(t) || RN_BY_AGREEMENT.is_match(t) && !RN_AUTOMATIC.is_match(t) {
             continue;
         }
         let mut raw = raw.as_str().trim().trim_end_matches([',', ' ']).to_string();
@@ -3196,6 +3206,20 @@ mod tests {
         let text = "Distributor shall have the option to renew this Agreement for an additional Three (3) year period by providing prior written notice to Company within Ninety (90) days of the end of the initial period.";
         assert_eq!(get(text, "renewal_term").as_deref(), Some("additional Three (3) year period"));
         assert_eq!(get(text, "notice_period_to_terminate_renewal"), None);
+    }
+
+    #[test]
+    fn a_renewal_the_parties_must_agree_on_then_is_none() {
+        for text in [
+            "By mutual agreement of the Parties, the Initial Term may be extended by successive periods of three (3) years.",
+            "After the Initial Term, the term of the Agreement may be extended by a further period of five (5) years by mutual written agreement by the parties.",
+            "The Agreement shall commence on the Effective Date and, unless terminated earlier or extended by mutual agreement between the parties, shall continue in effect for thirty six (36) months following the Effective Date.",
+        ] {
+            assert_eq!(get(text, "renewal_term"), None, "{text}");
+        }
+        // one that also renews by itself still does
+        let text = "This Agreement may be renewed automatically for successive one (1) year periods, or by mutual agreement for longer ones.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("successive one (1) year periods"));
     }
 
     #[test]
