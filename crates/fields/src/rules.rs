@@ -541,28 +541,27 @@ fn all_upper(t: &str) -> bool {
 /// The title: the first line near the top that is upper- or title-case and names a kind of
 /// agreement, joined with a neighbouring line when the title is broken over two or three.
 ///
-/// The parties' names (`names`, from [`party_names_in_titles`]) are not part of it ("E-CENTIVES
-/// - EXCITE@HOME CO-BRANDING AGREEMENT" is a co-branding agreement); a line that is only names
-/// and a kind of document ("PACIFICAP ENTERTAINMENT Agreement with THE HENRY FILM AND
-/// ENTERTAINMENT CORPORATION") gives way to the next title line, and where no line is left the
-/// first is taken as it stands.
+/// The parties' names (`names`, from [`party_names_in_titles`]) are not part of it
+/// ("E-CENTIVES - EXCITE@HOME CO-BRANDING AGREEMENT" is a co-branding agreement); a line that
+/// is only names and a kind of document ("PACIFICAP ENTERTAINMENT Agreement with THE HENRY FILM
+/// AND ENTERTAINMENT CORPORATION") gives way to the next title line, and where no line is left
+/// the first is taken as it stands. A title that ends mid-sentence is a line of prose.
 fn document_name(text: &str, names: &[TitleName]) -> Option<Found> {
     let lines = title_lines(text);
-    let mut candidates = lines.iter().enumerate().filter(|(_, l)| l.usable && TITLE_KEYWORD.is_match(l.body));
     // a line of prose that holds the word ("... OF THIS AGREEMENT ACCORDINGLY,") is no title: a
     // title does not end in the middle of a sentence (one that goes on in the next line does
     // not end there: "SCHEDULE TO Software License," / "Customization and Maintenance Agreement")
-    let mut candidates = candidates.by_ref().filter(|(i, l)| {
-        !l.body.trim_end().ends_with([',', ';'])
-            || title_at(&lines, *i).is_some_and(|f| f.evidence.end > l.start + l.len)
-    });
-    let (first, _) = candidates.next()?;
-    let as_written = title_at(&lines, first)?;
+    let mut titles =
+        lines.iter().enumerate().filter(|(_, l)| l.usable && TITLE_KEYWORD.is_match(l.body)).filter_map(|(i, l)| {
+            let found = title_at(&lines, i)?;
+            let mid_sentence = l.body.trim_end().ends_with([',', ';']) && found.evidence.end <= l.start + l.len;
+            (!mid_sentence).then_some(found)
+        });
+    let as_written = titles.next()?;
     if names.is_empty() {
         return Some(as_written);
     }
-    let later = candidates.take(3).filter_map(|(i, _)| title_at(&lines, i));
-    for found in std::iter::once(as_written.clone()).chain(later) {
+    for found in std::iter::once(as_written.clone()).chain(titles.take(3)) {
         match without_party_names(&found.raw, names) {
             None => return Some(found),
             Some(rest) if rest.split_whitespace().count() >= 2 && !GENERIC_TITLE.is_match(&rest) => {
@@ -1591,6 +1590,8 @@ static EX_TERM_IS: LazyLock<Regex> = LazyLock::new(|| {
         r#"(?i)\b(?:(?:initial|original)\s+(?:term|period)(?:\s+of\s+(?:this|the)\s+(?:[a-z]+\s+)?(?:agreement|contract|lease))?|(?:the\s+)?term\s+of\s+(?:this|the)\s+(?:agreement|contract|lease)|the\s+term\s+hereof|the\s+term|this\s+(?:agreement|contract))\s+(?:\([^)]{0,40}\)\s+)?(?:shall\s+be|is|will\s+be|of)\s+(?:for\s+)?(?:a\s+(?:period|term)\s+of\s+)?(?:an?\s+)?({DUR})"#,
     )
 });
+/// A length that starts "for a period of" (not "for a term of", not after a verb of the term).
+static EX_FOR_A_PERIOD: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)^for\s+an?\s+(?:initial\s+)?period\b"));
 /// The word before "for a period of" that makes it a period of something else than the term.
 static EX_OTHER_PERIOD: LazyLock<Regex> =
     LazyLock::new(|| re(r"(?i)\b(?:\w+ed|existed|agreement|contract|default|outages?)\s*$"));
@@ -1728,7 +1729,10 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
     let near_ok_but = |sent: &Range<usize>, m: &regex::Match<'_>, hole: Range<usize>| {
         let (a, b) = (sent.start.max(m.start().saturating_sub(250)), sent.end.min(m.end() + 150));
         let (h0, h1) = (hole.start.clamp(a, b), hole.end.clamp(a, b));
-        judge(&format!("{} {}", w.slice(a, h0), w.slice(h1.max(h0), b)))
+        if h0 >= h1 {
+            return judge(w.slice(a, b));
+        }
+        judge(&format!("{} {}", w.slice(a, h0), w.slice(h1, b)))
     };
     let near_ok = |sent: &Range<usize>, m: &regex::Match<'_>| near_ok_but(sent, m, m.start()..m.start());
     // A renewal word just before the date that does not make it a renewal's end: "unless earlier
@@ -1763,8 +1767,9 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
             }
             // "have been delayed for a period of 3 months", "ceased making movements under this
             // Agreement for a period of six months": a period of something else
-            let a_period = std::ptr::eq(rx, &*EX_FOR_TERM) && all.as_str().to_lowercase().contains("period");
-            if a_period && EX_OTHER_PERIOD.is_match(w.slice(all.start().saturating_sub(40), all.start())) {
+            if EX_FOR_A_PERIOD.is_match(all.as_str())
+                && EX_OTHER_PERIOD.is_match(w.slice(all.start().saturating_sub(40), all.start()))
+            {
                 continue;
             }
             let sent = w.sentence(all.start(), all.end());
@@ -1807,16 +1812,10 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
                 _ => continue,
             };
             let sent = w.sentence(all.start(), all.end());
-            // "during the term of the LSA" is the term itself here, not a clause that holds
-            // during the term: the sentence is judged without it
-            let judged = if lead.is_empty() {
-                let (before, after) = (w.slice(sent.start, ev.start()), w.slice(ev.end(), sent.end));
-                judge(&format!("{before} {after}"))
-            } else {
-                // the event itself is not judged: "until the expiration of the Warranty Period"
-                // is no warranty clause
-                near_ok_but(&sent, &all, ev.range())
-            };
+            // the event is not judged as the sentence's topic: "until the expiration of the
+            // Warranty Period" is no warranty clause, "during the term of the LSA" no clause that
+            // holds during the term
+            let judged = near_ok_but(&sent, &all, ev.range());
             if judged && !renewal_near(w.slice(sent.start, all.start())) && !crate::normalize::is_own_end(ev.as_str()) {
                 let text = ev.as_str().trim_end_matches([',', ' ']);
                 let clipped: String = text.chars().take(160).collect();
@@ -1905,6 +1904,7 @@ static RN_BY_AGREEMENT: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)\b(?:may|can)\s+be\s+(?:renewed|extended)\b[^.;]{0,100}\b(?:mutual\w*|by\s+(?:written\s+)?agreement)\b|\bmutual\w*[^.;]{0,60}\b(?:may|can)\s+be\s+(?:renewed|extended)\b|\b(?:renewed|extended)\s+by\s+(?:the\s+)?mutual\b",
     )
 });
+/// "automatically" in so many words (narrower than [`RN_AUTO`], which takes "unless" too).
 static RN_AUTOMATIC: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bautomatic"));
 static RN_TOPIC: LazyLock<Regex> =
     LazyLock::new(|| re(r"(?i)\bterm\b|\bagreement\b|\bcontract\b|\blease\b|\bsubscription\b"));
