@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::LazyLock;
 
+use crate::normalize::{normalize, Value};
+use crate::Kind;
 use regex::{Regex, RegexBuilder};
 
 /// One field's answer found by the rules: the raw text to normalise (short, like a human answer:
@@ -2176,7 +2178,8 @@ const GL_WEAK: &[&str] =
 /// gives "the State of New York").
 fn jurisdiction(rest: &str) -> Option<String> {
     let cut = rest.find([',', ';', ':', '(', '[', ')', '"']).unwrap_or(rest.len());
-    // "Victoria, Australia": a state named with its country, the name alone being ambiguous
+    // "Victoria, Australia": a place named with its country, where the name alone is no
+    // jurisdiction the normaliser knows and the two together are
     let country = rest[cut..].strip_prefix(',').and_then(|r| IN_COUNTRY.find(r)).map(|m| m.as_str().trim());
     let mut rest = &rest[..cut];
     // A period ends it unless it belongs to an abbreviation ("U.S.A.").
@@ -2246,7 +2249,11 @@ fn jurisdiction(rest: &str) -> Option<String> {
     }
     let mut s = out.join(" ");
     if let Some(c) = country {
-        return Some(format!("{s}, {c}"));
+        let known = |t: &str| matches!(normalize(Kind::Jurisdiction, t), Value::Jurisdiction { .. });
+        let with_country = format!("{s}, {c}");
+        if !known(&s) && known(&with_country) {
+            return Some(with_country);
+        }
     }
     // Keep a final period only for an abbreviation like "U.S.A.".
     if s.ends_with('.') && !s.trim_end_matches('.').contains('.') {
@@ -2255,7 +2262,8 @@ fn jurisdiction(rest: &str) -> Option<String> {
     Some(s)
 }
 
-static IN_COUNTRY: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*Australia\b"));
+/// The words after a comma that may name a place's country ("Australia", "the United Kingdom").
+static IN_COUNTRY: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*(?:the\s+)?[A-Z][A-Za-z.]+(?:\s+[A-Z][A-Za-z.]+){0,2}"));
 
 /// Which jurisdiction's law governs: "governed by ... the laws of (the State of) X".
 fn governing_law(w: &Work) -> Option<Found> {
@@ -3311,6 +3319,9 @@ mod tests {
         assert_eq!(get(t, "governing_law").as_deref(), Some("Victoria, Australia"));
         let v = crate::normalize::normalize(crate::Kind::Jurisdiction, "Victoria, Australia");
         assert!(matches!(&v, crate::normalize::Value::Jurisdiction { code, .. } if code == "AU-VIC"), "{v:?}");
+        // a name known alone keeps no country after it
+        let t = "This Agreement shall be governed by the laws of the State of New York, United States of America.";
+        assert_eq!(get(t, "governing_law").as_deref(), Some("the State of New York"));
         let t = "Any controversy between the parties arising under this Agreement shall be determined in accordance with the laws of the State of Michigan.";
         assert_eq!(get(t, "governing_law").as_deref(), Some("the State of Michigan"));
         let t = "This Agreement and its interpretation shall be governed by the laws of the United States and, to the extent not inconsistent therewith, by the laws of the Commonwealth of Kentucky without regard to conflicts of law.";
