@@ -1250,14 +1250,35 @@ static ADDRESS: LazyLock<Regex> = LazyLock::new(|| {
         .expect("the address pattern compiles")
 });
 
+/// An address after a corporate suffix, with a number somewhere in it: "Tigrent Learning UK
+/// Limited of Boston House, 69 - 75 Boston Manor Road".
+static SUFFIX_ADDRESS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:limited|ltd|inc|llc|plc|corporation|corp|gmbh)\.?(?P<address>\s+of\s+\S[^\d]*\d.*)$")
+        .expect("the suffix address pattern compiles")
+});
+
+/// The number or letter of an item in a list of parties, left before a name ("; (2) Beijing
+/// Tuniu Technology Co., Ltd.", "; and b) BOSCH INTERNATIONAL, LLC").
+static ENUMERATOR: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^(?:[,;:]\s*)*(?:and\s+)?(?:\(\s*(?:\d{1,2}|[a-h]|[ivx]{1,4})\s*\)|[a-h]\)|\d{1,2}[.)])\s+")
+        .expect("the enumerator pattern compiles")
+});
+
 fn clean_name(s: &str) -> String {
-    let mut t = collapse(s);
+    // an empty pair of parentheses is what is left of a defined name taken out
+    let mut t = collapse(&s.replace("()", " "));
+    if let Some(m) = ENUMERATOR.find(&t) {
+        t = t[m.end()..].to_string();
+    }
     for cut in [&DESCRIPTOR, &ADDRESS] {
         if let Some(m) = cut.find(&t) {
             if m.start() > 0 {
                 t.truncate(m.start());
             }
         }
+    }
+    if let Some(m) = SUFFIX_ADDRESS.captures(&t).and_then(|c| c.name("address")) {
+        t.truncate(m.start());
     }
     loop {
         let trimmed = t.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | ':' | '(' | '"'));
@@ -2837,5 +2858,29 @@ mod tests {
         for name in ["695014 B.C. Ltd.", "Wells Fargo Mortgage Backed Securities 2006-6 Trust", "Bank of 1st Street"] {
             assert_eq!(parse_parties(name)[0].name, name);
         }
+        // an address after the corporate suffix, with its number later on
+        let p = parse_parties(
+            "Tigrent Learning UK Limited of Boston House, 69 - 75 Boston Manor Road, Brentford; Celebrity Speakers",
+        );
+        assert_eq!(p[0].name, "Tigrent Learning UK Limited", "{p:?}");
+        assert_eq!(
+            parse_parties("Fujitsu Limited of Japan")[0].name,
+            "Fujitsu Limited of Japan",
+            "no number: no address"
+        );
+    }
+
+    #[test]
+    fn list_numbers_are_not_part_of_names() {
+        let p = parse_parties(
+            "Nanjing Tuniu Technology Co., Ltd.; (2) Beijing Tuniu Technology Co., Ltd.; and b) BOSCH INTERNATIONAL, LLC ()",
+        );
+        let names: Vec<&str> = p.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["Nanjing Tuniu Technology Co., Ltd.", "Beijing Tuniu Technology Co., Ltd.", "BOSCH INTERNATIONAL, LLC"],
+            "{p:?}"
+        );
+        assert_eq!(parse_parties("3M Company")[0].name, "3M Company");
     }
 }

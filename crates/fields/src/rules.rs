@@ -1050,7 +1050,76 @@ fn parties(w: &Work) -> Option<(PartyList, Found)> {
         let found = w.found(parties_raw(&list), ev_start..seg_end);
         return Some((list, found));
     }
-    lettered_parties(w)
+    lettered_parties(w).or_else(|| hereinafter_parties(w))
+}
+
+/// `<Name>, hereinafter referred to as the "Company"` — a party defined without a "between"
+/// (a preamble in the Russian or Chinese style: "JSC NOC KazakhOil, hereinafter referred to as
+/// the "Company", ... on the one side and JSC Karakudukmunay, hereinafter referred to as the
+/// "Principal" ...").
+static HEREINAFTER: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?i),?\s*\(?\s*hereinafter\s+(?:referred\s+to\s+as|called|named|designated\s+as)\s+(?:the\s+)?(?:"(?P<quoted>[^"]{1,40})"|(?P<bare>party\s+[a-d]|[A-Z][\w-]{1,30}))"#,
+    )
+});
+
+/// The words of a name, read backwards from where its definition starts: capitalised words,
+/// the connectives names hold ("and", "of", "&") and corporate punctuation, back to the start
+/// of a sentence, a colon, or a word in lower case.
+fn name_before(text: &str) -> &str {
+    let is_connective = |w: &str| matches!(w.to_lowercase().as_str(), "and" | "of" | "&" | "de" | "du" | "la" | "del");
+    let words: Vec<(usize, &str)> = text
+        .split(' ')
+        .scan(0usize, |at, w| {
+            let here = *at;
+            *at += w.len() + 1;
+            Some((here, w))
+        })
+        .filter(|(_, w)| !w.is_empty())
+        .collect();
+    let mut start = text.len();
+    for (k, &(at, word)) in words.iter().enumerate().rev() {
+        // a colon, or a full stop after a word that is not an abbreviation in capitals ("Inc."),
+        // ends what came before; the name's own last word may end so
+        let ends = word.ends_with(':') || (word.ends_with('.') && !word.chars().any(char::is_uppercase));
+        let capitalised = word.chars().find(|c| c.is_alphanumeric()).is_some_and(char::is_uppercase);
+        if (ends && k + 1 < words.len()) || !(capitalised || is_connective(word)) {
+            break;
+        }
+        start = at;
+    }
+    let mut name = text[start..].trim_start_matches(|c: char| !c.is_alphanumeric());
+    // a heading before the first party ("PREAMBLE JSC NOC KazakhOil") is no part of it
+    while let Some((first, rest)) = name.split_once(' ') {
+        if !is_connective(first) && !matches!(first, "PREAMBLE" | "PARTIES" | "PARTIES:" | "BETWEEN") {
+            break;
+        }
+        name = rest;
+    }
+    name.trim_end_matches([',', ' '])
+}
+
+/// Two parties or more, each defined by "hereinafter referred to as", near the top.
+fn hereinafter_parties(w: &Work) -> Option<(PartyList, Found)> {
+    let head = w.head(4000);
+    let mut list: Vec<(String, Vec<String>)> = Vec::new();
+    let (mut first, mut last, mut prev) = (usize::MAX, 0, 0);
+    for c in HEREINAFTER.captures_iter(head) {
+        let (Some(m), Some(role)) = (c.get(0), c.name("quoted").or_else(|| c.name("bare"))) else { continue };
+        let before = w.slice(prev.max(m.start().saturating_sub(160)), m.start());
+        prev = m.end();
+        let name = name_before(before);
+        if !plausible_bare_name(name) || list.iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        list.push((name.to_string(), vec![role.as_str().trim().to_string()]));
+        first = first.min(m.start() - name.len());
+        last = last.max(m.end());
+    }
+    (list.len() >= 2).then(|| {
+        let found = w.found(parties_raw(&list), first..last);
+        (list, found)
+    })
 }
 
 /// `X ("Company"); Y ("Licensee")`.
@@ -2659,6 +2728,22 @@ mod tests {
             get(t, "parties").as_deref(),
             Some("China Online Housing (Hong Kong) Co., Ltd. (\"Party A\"); ShenZhen JingWei Communication Co., Ltd. (\"Party B\")")
         );
+    }
+
+    #[test]
+    fn parties_defined_by_hereinafter_without_between() {
+        let t = "TRANSPORTATION CONTRACT Astana January 31, 2000 PREAMBLE JSC NOC KazakhOil, hereinafter referred to as the \"Company\", in the person of Executive Marketing Director Ms. A. M. Rakhimbekov, acting on the basis of the Power of Attorney (1) 1-13 dated January 3, 2000, on the one side and JSC Karakudukmunay, hereinafter referred to as the \"Principal\" in the person of General Director Mr. N. D. Klinchev, on the other side, have entered into this Transportation Contract.";
+        assert_eq!(
+            get(t, "parties").as_deref(),
+            Some("JSC NOC KazakhOil (\"Company\"); JSC Karakudukmunay (\"Principal\")")
+        );
+        let t = "Outsourcing Contract The Covenanter: The HUANG JIA Country CLUB and Recreation Inc. (hereinafter referred to as Party A) and the Covenanter: Chang Chen- Bin Architects Office (hereinafter referred to as Party B) hereby agree to establish this contract.";
+        assert_eq!(
+            get(t, "parties").as_deref(),
+            Some("The HUANG JIA Country CLUB and Recreation Inc. (\"Party A\"); Chang Chen- Bin Architects Office (\"Party B\")")
+        );
+        // one party so defined is no list
+        assert_eq!(get("Support will be charged per hour. MEDICAL MANAGER, MIDWEST, INC., hereinafter referred to as \"MMMW\", agrees to provide service.", "parties"), None);
     }
 
     #[test]
