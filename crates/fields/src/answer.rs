@@ -121,9 +121,13 @@ pub fn rules_found(text: &str) -> BTreeMap<&'static str, (Outcome, Option<Found>
 /// takes that party's name; one whose name differs from a rules' party's by a few letters only
 /// (edit distance at most a sixth of the longer name) takes the name of the closest such party:
 /// the preamble's spelling, even where the text also writes the other somewhere ("UTK
-/// Corporation" in a later clause, "UTEK Corporation" in the preamble). A rules' name is taken
-/// only where it looks like one (two words of letters at least, little punctuation): the rules
-/// also misread a signature line ("You: , -----") as a party. The model's list, its order and its roles are kept otherwise;
+/// Corporation" in a later clause, "UTEK Corporation" in the preamble), unless the model gives
+/// that name itself for another party ("Beijing Tuniu ..." beside "Nanjing Tuniu ..."); one
+/// that is the last words of a rules' name takes that name ("KazakhOil" for "JSC NOC
+/// KazakhOil"). A rules' name is taken only where it looks like one (two words of letters at
+/// least, little punctuation, at most one plain word in lower case): the rules also misread a
+/// signature line ("You: , -----") or a piece of a sentence ("Agent named on the signature page
+/// hereof") as a party. The model's list, its order and its roles are kept otherwise;
 /// parties that end up with the same name are one, as in every party list.
 pub fn ground_parties(model: &[Party], rules: &[Party]) -> Vec<Party> {
     let key = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase().replace('\u{2019}', "'");
@@ -131,8 +135,20 @@ pub fn ground_parties(model: &[Party], rules: &[Party]) -> Vec<Party> {
     let looks_like_a_name = |s: &str| {
         let words = s.split(|c: char| !c.is_alphabetic()).filter(|w| w.chars().count() >= 2).count();
         let marks = s.chars().filter(|c| !c.is_alphanumeric() && !c.is_whitespace()).count();
-        words >= 2 && marks * 4 <= s.chars().count()
+        // and holds few plain words in lower case: not "agents named therein", "Agent named on
+        // the signature page hereof" (but "theglobe.com, inc.")
+        let plain_lower = s
+            .split_whitespace()
+            .map(|w| w.trim_end_matches([',', ';']))
+            .filter(|w| {
+                w.chars().all(char::is_lowercase) && !matches!(*w, "and" | "of" | "the" | "de" | "du" | "dba" | "for")
+            })
+            .count();
+        words >= 2 && marks * 4 <= s.chars().count() && plain_lower <= 1
     };
+    // the model's own names: a rules' name that the model gives as written is that party, and
+    // no other model party's spelling of it ("Beijing Tuniu ..." is not "Nanjing Tuniu ...")
+    let given: Vec<String> = model.iter().map(|p| key(&p.name)).collect();
     let mut out: Vec<Party> = Vec::with_capacity(model.len());
     for p in model {
         let name = key(&p.name);
@@ -144,15 +160,23 @@ pub fn ground_parties(model: &[Party], rules: &[Party]) -> Vec<Party> {
                 rules
                     .iter()
                     .zip(&names)
-                    .filter(|(r, _)| looks_like_a_name(&r.name))
+                    .filter(|(r, n)| looks_like_a_name(&r.name) && !given.contains(n))
                     .map(|(r, n)| (r, edit_distance(&name, n), n.chars().count().max(name.chars().count())))
                     .filter(|&(_, d, len)| d > 0 && d * 6 <= len)
                     .min_by_key(|&(_, d, _)| d)
                     .map(|(r, ..)| r)
             };
+            // the last words of a rules' name, its qualifiers left out ("KazakhOil" for "JSC NOC
+            // KazakhOil"); not its first words ("TELKOM" may be any of its group's companies)
+            let tail = || {
+                rules
+                    .iter()
+                    .zip(&names)
+                    .find(|(r, n)| looks_like_a_name(&r.name) && !given.contains(n) && n.ends_with(&format!(" {name}")))
+            };
             // a spelling of a rules' name ("UTK Corporation" beside the preamble's "UTEK
             // Corporation") is that party, even where the text writes it so somewhere
-            let found = by_role.or_else(near);
+            let found = by_role.or_else(near).or_else(|| tail().map(|(r, _)| r));
             if let Some(r) = found {
                 grounded.name = r.name.clone();
                 if !grounded.roles.iter().any(|x| key(x) == name) {
@@ -255,6 +279,21 @@ mod tests {
         // a rules' "party" that is a misread signature line is not a name to take
         let junk = [party("You: , ------------------------------------", &["You"])];
         assert_eq!(ground_parties(&[party("You", &["Franchisee"])], &junk), [party("You", &["Franchisee"])]);
+        // two model parties whose names are a few letters apart stay two
+        let tuniu = [
+            party("Nanjing Tuniu Technology Co., Ltd.", &["Party A"]),
+            party("Beijing Tuniu Technology Co., Ltd.", &["Party B"]),
+        ];
+        assert_eq!(ground_parties(&tuniu, &tuniu), tuniu);
+        assert_eq!(ground_parties(&tuniu, &tuniu[..1]), tuniu);
+        // a name's last words, its qualifiers left out, are that party
+        let got = ground_parties(&[party("KazakhOil", &["Company"])], &[party("JSC NOC KazakhOil", &["Company"])]);
+        assert_eq!(got, [party("JSC NOC KazakhOil", &["Company", "KazakhOil"])]);
+        // a rules' "name" that is a piece of a sentence is not taken
+        let agent = [party("Agent named on the signature page hereof", &["Agent"])];
+        assert_eq!(ground_parties(&[party("Agent", &["Agent"])], &agent), [party("Agent", &["Agent"])]);
+        let got = ground_parties(&[party("globe.com, Inc.", &[])], &[party("theglobe.com, inc.", &["theglobe"])]);
+        assert_eq!(got[0].name, "theglobe.com, inc.", "a name in lower case is still a name");
         for name in [
             "NETGEAR, Inc.",
             "Solutions Media, Inc., dba SpinRecords.com",
