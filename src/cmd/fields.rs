@@ -809,6 +809,16 @@ pub async fn eval_rules(labels_path: &Path, pdfs: &Path, ocr: &crate::cli::OcrAr
     let cache = docpipe_text::model_dir::docpipe_home().context("no home directory for the text cache")?.join("text");
     std::fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
     let limits = ExtractLimits::default();
+    // texts read with other OCR settings than the default are cached apart
+    let variant = match ocr.ocr_mode {
+        docpipe_text::ocr::OcrMode::Auto
+            if ocr.ocr_languages == docpipe_contract::defaults::OCR_LANGUAGES
+                && ocr.ocr_dpi == docpipe_contract::defaults::OCR_DPI =>
+        {
+            String::new()
+        }
+        mode => format!("-ocr-{mode}-{}-{}", ocr.ocr_languages.replace('+', "_"), ocr.ocr_dpi),
+    };
     let ocr = docpipe_text::ocr::Ocr::new(ocr.config(limits.memory_bytes >> 20));
     let pdf_text = PdfText { exe: setup::extractor_exe()?, limits, ocr };
     let wanted: Vec<String> = labels.files().into_iter().filter(|f| pdfs.join(f).is_file()).collect();
@@ -816,12 +826,12 @@ pub async fn eval_rules(labels_path: &Path, pdfs: &Path, ocr: &crate::cli::OcrAr
     let started = Instant::now();
     let texts: Vec<(String, Result<String>)> = futures_util::stream::iter(wanted.iter().cloned())
         .map(|file| {
-            let (pdf_text, cache) = (&pdf_text, &cache);
+            let (pdf_text, cache, variant) = (&pdf_text, &cache, &variant);
             async move {
                 let text = async {
                     let path = pdfs.join(&file);
                     let pdf = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-                    let cached = cache.join(format!("{}.txt", hex::encode(sha2::Sha256::digest(&pdf))));
+                    let cached = cache.join(format!("{}{variant}.txt", hex::encode(sha2::Sha256::digest(&pdf))));
                     if let Ok(t) = std::fs::read_to_string(&cached) {
                         return Ok(t);
                     }
