@@ -244,11 +244,49 @@ fn collapse(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// [`straighten`] then [`collapse`], month names that OCR split joined again.
+/// [`straighten`] then [`collapse`], month names that OCR split joined again, and the ones
+/// it read as letters in a day's ordinal put back ([`ocr_ordinal_ones`]).
 fn clean(s: &str) -> String {
-    let t = collapse(&straighten(s));
+    let mut t = collapse(&straighten(s));
+    for b in ocr_ordinal_ones(&t) {
+        t.replace_range(b..b + 1, "1");
+    }
     let drop = split_month_spaces(&t);
     t.char_indices().filter(|(b, _)| !drop.contains(b)).map(|(_, c)| c).collect()
+}
+
+/// A day's ordinal with a 1 that OCR read as a letter (`Ist`, `lst`, `2Ist`, `Ilth`), before
+/// "day" or a month, or after a month: "this Ist day of September 2016", "December Ist, 2015".
+static OCR_ORDINAL: LazyLock<Regex> = LazyLock::new(|| {
+    regex(&format!(
+        r"(?i)(?:\b(?:{MONTH})\.?\s+)?\b(?P<day>(?-i:[0-3Il]?[0-9Il]st|[0-3Il]?[0-9Il]nd|[0-3Il]?[0-9Il]rd|[0-3Il]?[0-9Il]th))\b(?P<after>\s+day\b|,?\s+(?:of\s+)?(?:{MONTH})\b)?"
+    ))
+});
+
+/// Byte offsets in `s` of the letters `I` and `l` that stand for a 1 in a day's ordinal
+/// ([`OCR_ORDINAL`]); each is one byte, as is the `1` that replaces it.
+pub(crate) fn ocr_ordinal_ones(s: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    for c in OCR_ORDINAL.captures_iter(s) {
+        let (Some(all), Some(day)) = (c.get(0), c.name("day")) else { continue };
+        let in_context = c.name("after").is_some() || all.start() < day.start();
+        let digits = &day.as_str()[..day.as_str().len() - 2];
+        if !in_context || !digits.contains(['I', 'l']) {
+            continue;
+        }
+        let n: u32 = digits.chars().fold(0, |n, ch| n * 10 + ch.to_digit(10).unwrap_or(1));
+        let suffix = &day.as_str()[digits.len()..];
+        let expected = match n % 10 {
+            1 if n != 11 => "st",
+            2 if n != 12 => "nd",
+            3 if n != 13 => "rd",
+            _ => "th",
+        };
+        if (1..=31).contains(&n) && suffix == expected {
+            out.extend(digits.char_indices().filter(|(_, ch)| matches!(ch, 'I' | 'l')).map(|(i, _)| day.start() + i));
+        }
+    }
+    out
 }
 
 /// A month's name that OCR split in two ("J anuary 15, 2026", "15 Sep tember 2020") before a
@@ -1975,6 +2013,15 @@ mod tests {
     fn dates_numeric() {
         assert_eq!(parse_date("J anuary 15, 2026"), Some(ymd(2026, 1, 15)));
         assert_eq!(parse_date("the 1st day of Sep tember, 2019"), Some(ymd(2019, 9, 1)));
+        // a 1 that OCR read as a letter in a day's ordinal
+        assert_eq!(parse_date("this Ist day of September 2016"), Some(ymd(2016, 9, 1)));
+        assert_eq!(parse_date("December Ist, 2015"), Some(ymd(2015, 12, 1)));
+        assert_eq!(parse_date("the 2Ist of March, 2001"), Some(ymd(2001, 3, 21)));
+        assert_eq!(parse_date("the Ilth day of May, 2001"), Some(ymd(2001, 5, 11)));
+        assert!(
+            ocr_ordinal_ones("a list of May 2001, the Ist item, Ilst day").is_empty(),
+            "not a day, or a wrong suffix"
+        );
         assert_eq!(parse_date("4/6/07"), Some(ymd(2007, 4, 6)));
         assert_eq!(parse_date("4/1/07"), Some(ymd(2007, 4, 1)));
         assert_eq!(parse_date("12/13/99"), Some(ymd(1999, 12, 13)));

@@ -139,6 +139,11 @@ impl Work {
             };
             push(&mut s, c, i);
         }
+        // OCR reads the 1 of a day's ordinal as a letter ("this Ist day of September"): the
+        // same one byte as a 1, so the map to the original stays
+        for b in crate::normalize::ocr_ordinal_ones(&s) {
+            s.replace_range(b..b + 1, "1");
+        }
         // OCR splits month names ("J anuary 15, 2026"); the dates' patterns read them whole
         let split = crate::normalize::split_month_spaces(&s);
         Work { s, anchors, n_orig: n }.without(&split)
@@ -2832,6 +2837,12 @@ mod tests {
         let text = "MASTER SERVICES AGREEMENT\n\nThis Agreement is made on J anuary 15, 2026 between\nAcme Corp. (\"Acme\") and Beta LLC (\"Beta\").";
         assert_eq!(get(text, "agreement_date").as_deref(), Some("January 15, 2026"));
         assert!(evidence(text, "agreement_date").contains("made on J anuary 15, 2026"));
+        let text = "This Consulting Agreement (\"Agreement\") is entered into this Ist day of September 2016 (\"Effective Date\") by and between A Inc. (\"A\") and B LLC (\"B\").";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("1st day of September 2016"));
+        assert!(
+            evidence(text, "agreement_date").contains("this Ist day of September 2016"),
+            "the evidence is the original"
+        );
         let text = "This Lease is dated the 3rd day of Sep tember,  2019 and is effective as of 1 Octo ber 2019.";
         assert_eq!(get(text, "agreement_date").as_deref(), Some("3rd day of September, 2019"));
         assert_eq!(get(text, "effective_date").as_deref(), Some("1 October 2019"));
