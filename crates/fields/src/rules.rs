@@ -144,9 +144,26 @@ impl Work {
         for b in crate::normalize::ocr_ordinal_ones(&s) {
             s.replace_range(b..b + 1, "1");
         }
+        // OCR garbles the quotes of a defined term ("(“Bizzingo’”’)", "(““Theismann”)",
+        // "(“World Book’)"): one straight double quote each side, the rest dropped
+        let (mut drop, mut quote_at) = (Vec::new(), Vec::new());
+        for c in OCR_TERM_QUOTES.captures_iter(&s) {
+            let (Some(open), Some(close)) = (c.name("open"), c.name("close")) else { continue };
+            if open.as_str() == "\"" && close.as_str() == "\"" {
+                continue;
+            }
+            for q in [open, close] {
+                quote_at.push(q.start());
+                drop.extend(q.start() + 1..q.end());
+            }
+        }
+        for b in quote_at {
+            s.replace_range(b..b + 1, "\"");
+        }
         // OCR splits month names ("J anuary 15, 2026"); the dates' patterns read them whole
-        let split = crate::normalize::split_month_spaces(&s);
-        Work { s, anchors, n_orig: n }.without(&split)
+        drop.extend(crate::normalize::split_month_spaces(&s));
+        drop.sort_unstable();
+        Work { s, anchors, n_orig: n }.without(&drop)
     }
 
     /// The working copy without the chars at the byte offsets `drop` (in order), the map back
@@ -1022,6 +1039,12 @@ fn tidy_parties(list: Vec<(String, Vec<String>)>) -> Vec<(String, Vec<String>)> 
 type PartyList = Vec<(String, Vec<String>)>;
 
 /// Parties from the preamble: "by and between X (the "Company") and Y ("Licensee")", as
+/// A defined term in parentheses whose quotes OCR garbled: doubled, or a single quote for a
+/// double one, on either side ([`Work::new`] straightens them).
+static OCR_TERM_QUOTES: LazyLock<Regex> = LazyLock::new(|| {
+    re(r#"\((?:(?i:the|a|an)\s+)?(?P<open>["']{1,3})(?P<term>[A-Z][^"'()]{0,60}?)(?P<close>["']{1,3})\)"#)
+});
+
 /// `X ("Company"); Y ("Licensee")`.
 fn parties(w: &Work) -> Option<(PartyList, Found)> {
     let head = w.head(8000);
@@ -2733,6 +2756,23 @@ mod tests {
             get(t, "parties").as_deref(),
             Some("China Online Housing (Hong Kong) Co., Ltd. (\"Party A\"); ShenZhen JingWei Communication Co., Ltd. (\"Party B\")")
         );
+    }
+
+    #[test]
+    fn parties_whose_quotes_ocr_garbled() {
+        let t = "This AGREEMENT (the \u{201c}Agreement\u{2019}) is entered into and effective September 17, 2008 (the \u{201c}Effective Date\u{201d}), by and between World Book, Inc. (\u{201c}World Book\u{2019}), a Delaware corporation with offices at 233 North Michigan Avenue, Chicago, IL 60601, and HSW International, Inc. (\u{201c}HSWI\u{2019}), a Delaware corporation. WHEREAS, World Book owns certain articles.";
+        assert_eq!(
+            get(t, "parties").as_deref(),
+            Some("World Book, Inc. (\"World Book\"); HSW International, Inc. (\"HSWI\")")
+        );
+        let t = "by and between Bizzingo, Inc., a Nevada corporation with offices at 63 Main Street, Flemington, NJ 08822 (\u{201c}Bizzingo\u{2019}\u{201d}\u{2019}) and Joseph Theismann, an individual whose address is 21495 Ridgetop Circle, Sterling Virginia 20166 (\u{201c}\u{201c}Theismann\u{201d}) (collectively the \u{201c}Parties\u{201d}).";
+        assert_eq!(
+            get(t, "parties").as_deref(),
+            Some("Bizzingo, Inc. (\"Bizzingo\"); Joseph Theismann (\"Theismann\")")
+        );
+        let w = Work::new("(\u{201c}\u{201c}Theismann\u{201d}) ('Licensee')");
+        assert_eq!(w.s, "(\"Theismann\") (\"Licensee\")");
+        assert_eq!(w.orig_range(1, 11), 1..12, "the map back to the original follows");
     }
 
     #[test]
