@@ -1035,16 +1035,16 @@ fn tidy_parties(list: Vec<(String, Vec<String>)>) -> Vec<(String, Vec<String>)> 
     out
 }
 
-/// A party list as the rules find it: each name with its defined roles.
-type PartyList = Vec<(String, Vec<String>)>;
-
-/// Parties from the preamble: "by and between X (the "Company") and Y ("Licensee")", as
 /// A defined term in parentheses whose quotes OCR garbled: doubled, or a single quote for a
 /// double one, on either side ([`Work::new`] straightens them).
 static OCR_TERM_QUOTES: LazyLock<Regex> = LazyLock::new(|| {
     re(r#"\((?:(?i:the|a|an)\s+)?(?P<open>["']{1,3})(?P<term>[A-Z][^"'()]{0,60}?)(?P<close>["']{1,3})\)"#)
 });
 
+/// A party list as the rules find it: each name with its defined roles.
+type PartyList = Vec<(String, Vec<String>)>;
+
+/// Parties from the preamble: "by and between X (the "Company") and Y ("Licensee")", as
 /// `X ("Company"); Y ("Licensee")`.
 fn parties(w: &Work) -> Option<(PartyList, Found)> {
     let head = w.head(8000);
@@ -1141,7 +1141,7 @@ fn hereinafter_parties(w: &Work) -> Option<(PartyList, Found)> {
             continue;
         }
         list.push((name.to_string(), vec![role.as_str().trim().to_string()]));
-        first = first.min(m.start() - name.len());
+        first = first.min(m.start().saturating_sub(name.len()));
         last = last.max(m.end());
     }
     (list.len() >= 2).then(|| {
