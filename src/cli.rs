@@ -137,6 +137,27 @@ pub struct OcrArgs {
 }
 
 impl OcrArgs {
+    /// A name for the settings that change the text OCR reads (mode, languages, resolution,
+    /// pages per document), to keep texts read with other settings apart from those read with
+    /// the defaults: empty for the defaults, else `-ocr-force-eng-200dpi-3p`.
+    pub fn text_variant(&self) -> String {
+        let default_mode = defaults::OCR_MODE.parse::<docpipe_text::ocr::OcrMode>().ok() == Some(self.ocr_mode);
+        if default_mode
+            && self.ocr_languages == defaults::OCR_LANGUAGES
+            && self.ocr_dpi == defaults::OCR_DPI
+            && self.ocr_max_pages == defaults::OCR_MAX_PAGES
+        {
+            return String::new();
+        }
+        format!(
+            "-ocr-{}-{}-{}dpi-{}p",
+            self.ocr_mode,
+            self.ocr_languages.replace('+', "_"),
+            self.ocr_dpi,
+            self.ocr_max_pages
+        )
+    }
+
     /// The OCR settings, with the extraction memory limit for its tools.
     pub fn config(&self, memory_mb: u64) -> docpipe_text::ocr::OcrConfig {
         docpipe_text::ocr::OcrConfig {

@@ -809,16 +809,8 @@ pub async fn eval_rules(labels_path: &Path, pdfs: &Path, ocr: &crate::cli::OcrAr
     let cache = docpipe_text::model_dir::docpipe_home().context("no home directory for the text cache")?.join("text");
     std::fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
     let limits = ExtractLimits::default();
-    // texts read with other OCR settings than the default are cached apart
-    let variant = match ocr.ocr_mode {
-        docpipe_text::ocr::OcrMode::Auto
-            if ocr.ocr_languages == docpipe_contract::defaults::OCR_LANGUAGES
-                && ocr.ocr_dpi == docpipe_contract::defaults::OCR_DPI =>
-        {
-            String::new()
-        }
-        mode => format!("-ocr-{mode}-{}-{}", ocr.ocr_languages.replace('+', "_"), ocr.ocr_dpi),
-    };
+    // texts read with other OCR settings than the defaults are cached apart
+    let variant = ocr.text_variant();
     let ocr = docpipe_text::ocr::Ocr::new(ocr.config(limits.memory_bytes >> 20));
     let pdf_text = PdfText { exe: setup::extractor_exe()?, limits, ocr };
     let wanted: Vec<String> = labels.files().into_iter().filter(|f| pdfs.join(f).is_file()).collect();

@@ -259,7 +259,7 @@ fn clean(s: &str) -> String {
 /// "day" or a month, or after a month: "this Ist day of September 2016", "December Ist, 2015".
 static OCR_ORDINAL: LazyLock<Regex> = LazyLock::new(|| {
     regex(&format!(
-        r"(?i)(?:\b(?:{MONTH})\.?\s+)?\b(?P<day>(?-i:[0-3Il]?[0-9Il]st|[0-3Il]?[0-9Il]nd|[0-3Il]?[0-9Il]rd|[0-3Il]?[0-9Il]th))\b(?P<after>\s+day\b|,?\s+(?:of\s+)?(?:{MONTH})\b)?"
+        r"(?i)(?:\b(?:{MONTH})\.?\s+)?\b(?P<day>(?-i:[0-3Il]?[0-9Il](?:st|nd|rd|th)))\b(?P<after>\s+day\b|,?\s+(?:of\s+)?(?:{MONTH})\b)?"
     ))
 });
 
@@ -274,6 +274,7 @@ pub(crate) fn ocr_ordinal_ones(s: &str) -> Vec<usize> {
         if !in_context || !digits.contains(['I', 'l']) {
             continue;
         }
+        // the day the letters stand for: each I or l a 1
         let n: u32 = digits.chars().fold(0, |n, ch| n * 10 + ch.to_digit(10).unwrap_or(1));
         let suffix = &day.as_str()[digits.len()..];
         let expected = match n % 10 {

@@ -1141,7 +1141,8 @@ fn hereinafter_parties(w: &Work) -> Option<(PartyList, Found)> {
             continue;
         }
         list.push((name.to_string(), vec![role.as_str().trim().to_string()]));
-        first = first.min(m.start().saturating_sub(name.len()));
+        // `name` lies inside the working text: its offset there starts the evidence
+        first = first.min(name.as_ptr() as usize - w.s.as_ptr() as usize);
         last = last.max(m.end());
     }
     (list.len() >= 2).then(|| {
@@ -2782,6 +2783,7 @@ mod tests {
             get(t, "parties").as_deref(),
             Some("JSC NOC KazakhOil (\"Company\"); JSC Karakudukmunay (\"Principal\")")
         );
+        assert!(evidence(t, "parties").starts_with("JSC NOC KazakhOil, hereinafter"), "{}", evidence(t, "parties"));
         let t = "Outsourcing Contract The Covenanter: The HUANG JIA Country CLUB and Recreation Inc. (hereinafter referred to as Party A) and the Covenanter: Chang Chen- Bin Architects Office (hereinafter referred to as Party B) hereby agree to establish this contract.";
         assert_eq!(
             get(t, "parties").as_deref(),
