@@ -39,11 +39,15 @@ const MAX_PARTIES_TOKENS: usize = 160;
 /// Between the user message's context and its question: where the shared prefix ends.
 const QUESTION_MARK: &str = "\u{1}QUESTION\u{1}";
 
-/// A document with what the extraction reads from Postgres.
+/// A document with what the extraction reads from Postgres, and the rules' answers.
 pub struct DocInput {
     pub doc: FieldsDocument,
+    /// The clause scorer's best segments per field category, best first per category; for the
+    /// parties, the segment the rules found them in first, where the opening does not hold it.
     pub evidence: Vec<Evidence>,
     pub labels: Vec<Label>,
+    /// What the rules found in the whole text ([`rules_found`]).
+    pub rules: BTreeMap<&'static str, (Outcome, Option<docpipe_fields::rules::Found>)>,
 }
 
 /// Token counts of one document's extraction.
@@ -219,7 +223,7 @@ impl Extractor {
         d: usize,
         outcomes: &BTreeMap<(usize, usize), (Outcome, Option<String>, Option<f32>)>,
     ) -> Vec<FieldRow> {
-        let mut rules = rules_found(&input.doc.text);
+        let mut rules = input.rules.clone();
         // per field: (model outcome, raw, confidence, asked), (rules outcome, hit), the source chosen
         type Answer<'f> = (
             &'f Field,
@@ -444,9 +448,21 @@ fn is_transient(e: &anyhow::Error) -> bool {
 async fn load_input(pool: &PgPool, id: Uuid) -> Result<Option<DocInput>> {
     let Some(doc) = docpipe_store::fields::document(pool, &id.to_string()).await? else { return Ok(None) };
     let cats: Vec<String> = FIELDS.iter().map(|f| f.cuad.to_string()).collect();
-    let evidence = docpipe_store::fields::evidence(pool, id, &cats, PASSAGES_PER_FIELD).await?;
+    let mut evidence = docpipe_store::fields::evidence(pool, id, &cats, PASSAGES_PER_FIELD).await?;
     let labels = docpipe_store::fields::labels(pool, id).await?;
-    Ok(Some(DocInput { doc, evidence, labels }))
+    let rules = rules_found(&doc.text);
+    // a contract that opens with a cover page or a table of contents: the segment that ends
+    // the sentence naming its parties, first among the parties' passages
+    let hit = rules.get("parties").and_then(|(_, hit)| hit.as_ref());
+    let parties = FIELDS.iter().find(|f| f.kind == docpipe_fields::Kind::Parties).map(|f| f.cuad);
+    if let (Some(last), Some(category)) = (Budget::default().parties_past_opening(hit), parties) {
+        let last = i32::try_from(last).context("parties' sentence beyond 2^31 characters")?;
+        if let Some(seg) = docpipe_store::fields::segment_at(pool, id, last, category).await? {
+            evidence.retain(|e| !(e.category == category && e.segment_index == seg.segment_index));
+            evidence.insert(0, seg);
+        }
+    }
+    Ok(Some(DocInput { doc, evidence, labels, rules }))
 }
 
 /// Extract the fields of the done documents that lack them (or of the named ones).

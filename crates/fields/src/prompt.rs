@@ -5,10 +5,12 @@
 
 use serde_json::json;
 
+use crate::rules::Found;
 use crate::{Field, Kind};
 
-/// Stored with each answer (`document_fields.prompt_version`).
-pub const PROMPT_VERSION: &str = "fields-v2";
+/// Stored with each answer (`document_fields.prompt_version`). v3: the segment naming the
+/// parties is shown where it lies past the opening ([`Budget::parties_past_opening`]).
+pub const PROMPT_VERSION: &str = "fields-v3";
 
 /// The system message.
 pub const SYSTEM: &str = "You read contracts and answer questions about them. Answer only from the contract excerpts given: \
@@ -45,6 +47,19 @@ impl Default for Budget {
     fn default() -> Self {
         // ~4 characters per token: a context of about 1,500 tokens
         Budget { opening_chars: 1800, passage_chars: 900, total_chars: 6000 }
+    }
+}
+
+impl Budget {
+    /// Where the parties are named, when the opening does not show it all: the last character
+    /// of the sentence in which the rules found the parties (`parties`, their evidence), if it
+    /// lies past the opening. A contract that begins with a cover page or a table of contents
+    /// names its parties pages in; the segment holding this character is then offered to the
+    /// context as the parties' best passage. The end, not the start: that sentence's start can
+    /// lie back in the table of contents, which has no full stops.
+    pub fn parties_past_opening(&self, parties: Option<&Found>) -> Option<usize> {
+        let last = parties?.evidence.end.checked_sub(1)?;
+        (last >= self.opening_chars).then_some(last)
     }
 }
 
@@ -259,6 +274,25 @@ mod tests {
         assert_eq!(ctx.text.matches("renews").count(), 1);
         assert_eq!(ctx.evidence_for("Governing Law").len(), 2);
         assert_eq!(ctx.evidence_for("Renewal Term")[0].segment, Some(4));
+    }
+
+    #[test]
+    fn parties_named_after_a_table_of_contents_are_past_the_opening() {
+        // cuad_347's shape: a title, a table of contents of some 3,000 characters, then the
+        // sentence that names the parties
+        let toc: String = (1..=90).map(|i| format!("{i}.0 Heading number {i} {}\n", i + 2)).collect();
+        let preamble = "FRANCHISE AGREEMENT This Franchise Agreement between Homewood Suites Franchise LLC \
+                        (\"Franchisor\") and Stratford Hotel LLC (\"Franchisee\") is dated as of the Effective Date.";
+        let doc = format!("FRANCHISE AGREEMENT\nTABLE OF CONTENTS\n{toc}{preamble}\nThe Franchisee shall pay.");
+        let found = crate::rules::extract(&doc);
+        let hit = found.get("parties");
+        let last = Budget::default().parties_past_opening(hit).expect("past the opening");
+        let at = doc.chars().count() - "\nThe Franchisee shall pay.".len() - 1;
+        assert!(last > at - preamble.len() && last <= at, "{last} not in the preamble ending at {at}");
+        // the same sentence at the top: the opening shows it
+        let top = format!("{preamble}\n{toc}");
+        assert_eq!(Budget::default().parties_past_opening(crate::rules::extract(&top).get("parties")), None);
+        assert_eq!(Budget::default().parties_past_opening(None), None);
     }
 
     #[test]

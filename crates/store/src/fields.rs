@@ -128,6 +128,29 @@ pub async fn evidence(
     .map_err(ctx(|| format!("loading the evidence segments of document {document_id}")))
 }
 
+/// The segment of the document that holds character `char_at` of its text, offered as
+/// evidence for `category` (its `score` is NaN: the clause scorer did not choose it).
+pub async fn segment_at(
+    pool: &PgPool,
+    document_id: Uuid,
+    char_at: i32,
+    category: &str,
+) -> Result<Option<Evidence>, StoreError> {
+    sqlx::query_as(
+        "SELECT $3::text AS category, s.segment_index, s.char_start, s.char_end, s.page_start AS page,
+                'NaN'::float8 AS score, substr(d.text, s.char_start + 1, s.char_end - s.char_start) AS text
+         FROM segments s JOIN documents d ON d.id = s.document_id
+         WHERE s.document_id = $1 AND s.char_start <= $2 AND $2 < s.char_end
+         ORDER BY s.segment_index LIMIT 1",
+    )
+    .bind(document_id)
+    .bind(char_at)
+    .bind(category)
+    .fetch_optional(pool)
+    .await
+    .map_err(ctx(|| format!("loading the segment at character {char_at} of document {document_id}")))
+}
+
 /// The clause scorer's labels of the document (one per category).
 pub async fn labels(pool: &PgPool, document_id: Uuid) -> Result<Vec<Label>, StoreError> {
     sqlx::query_as(
