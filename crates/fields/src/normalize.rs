@@ -1925,7 +1925,8 @@ pub fn resolve_end(value: Value, start: Option<NaiveDate>) -> Value {
 
 /// Lower-cased words, apostrophes dropped, other punctuation as spaces.
 fn text_words(s: &str) -> Vec<String> {
-    let lower = s.to_lowercase();
+    // "Construction & Maintenance Agreement" is "Construction and Maintenance Agreement"
+    let lower = s.to_lowercase().replace('&', " and ");
     let no_apostrophes: String = lower.chars().filter(|c| !matches!(c, '\'' | '\u{2019}')).collect();
     no_apostrophes.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_string).collect()
 }
@@ -2755,6 +2756,9 @@ mod tests {
         assert!(same_answer(&Value::None, &Value::None));
         assert!(!same_answer(&Value::None, &Value::Text { text: String::new() }));
         assert!(!same_answer(&Value::None, &Value::Perpetual));
+        let t = |s: &str| Value::Text { text: s.into() };
+        assert!(same_answer(&t("CONSTRUCTION & MAINTENANCE AGREEMENT"), &t("Construction and Maintenance Agreement")));
+        assert!(!same_answer(&t("CONSTRUCTION & MAINTENANCE AGREEMENT"), &t("Construction Agreement")));
         let rel = |y, from: &str| Value::Relative { duration: dur(y, 0, 0, 0), from: from.into() };
         assert!(same_answer(&rel(5, "Effective Date"), &rel(5, "start")));
         assert!(!same_answer(&rel(5, "Effective Date"), &rel(4, "Effective Date")));
