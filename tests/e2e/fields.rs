@@ -87,4 +87,29 @@ pub async fn done_documents_get_their_fields(run: &Run) {
     let out = docpipe(&["fields", "long-supply-agreement.pdf"], &run.prefix);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains("governing_law") && text.contains("US-DE"), "{text}");
+    segment_at_finds_the_segment_holding_a_character(run).await;
+}
+
+/// `segment_at` (the parties' passage past the opening) gives the stored segment that holds a
+/// character, with its text, and nothing past the text's end.
+async fn segment_at_finds_the_segment_holding_a_character(run: &Run) {
+    let doc = run.doc("long-supply-agreement.pdf");
+    let segments: Vec<(i32, i32, i32, String)> = sqlx::query_as(
+        "SELECT s.segment_index, s.char_start, s.char_end, substr(d.text, s.char_start + 1, s.char_end - s.char_start)
+         FROM segments s JOIN documents d ON d.id = s.document_id WHERE s.document_id = $1 ORDER BY 1",
+    )
+    .bind(doc.id)
+    .fetch_all(&run.pool)
+    .await
+    .unwrap();
+    assert!(segments.len() > 3, "the long contract has segments: {}", segments.len());
+    let (index, start, end, text) = &segments[segments.len() / 2];
+    for at in [*start, (start + end) / 2, end - 1] {
+        let seg = docpipe_store::fields::segment_at(&run.pool, doc.id, at, "Parties").await.unwrap();
+        let seg = seg.unwrap_or_else(|| panic!("no segment holds character {at}"));
+        assert_eq!((seg.segment_index, &seg.text, seg.category.as_str()), (*index, text, "Parties"), "at {at}");
+        assert!(seg.score.is_nan(), "not scored by the clause scorer");
+    }
+    let past = segments.iter().map(|s| s.2).max().unwrap_or(0) + 10;
+    assert!(docpipe_store::fields::segment_at(&run.pool, doc.id, past, "Parties").await.unwrap().is_none());
 }
