@@ -450,7 +450,8 @@ async fn load_input(pool: &PgPool, id: Uuid) -> Result<Option<DocInput>> {
     let cats: Vec<String> = FIELDS.iter().map(|f| f.cuad.to_string()).collect();
     let mut evidence = docpipe_store::fields::evidence(pool, id, &cats, PASSAGES_PER_FIELD).await?;
     let labels = docpipe_store::fields::labels(pool, id).await?;
-    let rules = rules_found(&doc.text);
+    // regular expressions over the whole text: CPU work, kept off the runtime's other tasks
+    let rules = tokio::task::block_in_place(|| rules_found(&doc.text));
     // a contract that opens with a cover page or a table of contents: the segment that ends
     // the sentence naming its parties, first among the parties' passages
     let hit = rules.get("parties").and_then(|(_, hit)| hit.as_ref());
