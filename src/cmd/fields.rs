@@ -455,7 +455,7 @@ async fn load_input(pool: &PgPool, id: Uuid) -> Result<Option<DocInput>> {
     // a contract that opens with a cover page or a table of contents: the segment that ends
     // the sentence naming its parties, first among the parties' passages
     let hit = rules.get("parties").and_then(|(_, hit)| hit.as_ref());
-    let parties = FIELDS.iter().find(|f| f.kind == docpipe_fields::Kind::Parties).map(|f| f.cuad);
+    let parties = docpipe_fields::field("parties").map(|f| f.cuad);
     if let (Some(last), Some(category)) = (Budget::default().parties_past_opening(hit), parties) {
         let last = i32::try_from(last).context("parties' sentence beyond 2^31 characters")?;
         if let Some(seg) = docpipe_store::fields::segment_at(pool, id, last, category).await? {

@@ -2,14 +2,16 @@
 //! docpipe-fields --example rules_on_texts -- LABELS.tsv FILES.tsv [FIELD]`, where FILES.tsv
 //! lists `file<TAB>text path` (`docpipe eval-fields --pdfs` caches the texts under
 //! `$DOCPIPE_HOME/text`). Prints per field the accuracy, how often the rules answer, how often
-//! they are right when they do, and how often CUAD has no answer where they find none; then
-//! each miss of FIELD (or of all; `none` lists no miss) with the gold answer, the rules' answer
-//! and their evidence.
+//! they are right when they do, and how often CUAD has no answer where they find none; in how
+//! many texts the parties' sentence ends past the decoder context's opening; then each miss of
+//! FIELD (or of all; `none` lists no miss) with the gold answer, the rules' answer and their
+//! evidence.
 
 use std::collections::BTreeMap;
 
 use docpipe_fields::answer::{rules_answers, Outcome};
 use docpipe_fields::eval::{read_labels, score};
+use docpipe_fields::prompt::Budget;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -22,10 +24,15 @@ fn main() {
     let mut names = Vec::new();
     let mut predicted = BTreeMap::new();
     let mut evidence = BTreeMap::new();
+    // texts whose parties' sentence ends past the decoder context's opening
+    let mut past_opening = 0;
     for line in list.lines() {
         let Some((file, path)) = line.split_once('\t') else { continue };
         let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
         for (k, (o, hit)) in rules_answers(&text) {
+            if k == "parties" && Budget::default().parties_past_opening(hit.as_ref()).is_some() {
+                past_opening += 1;
+            }
             if let Some(h) = hit {
                 let span: String = text.chars().skip(h.evidence.start).take(h.evidence.len()).collect();
                 let ev = span.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -61,6 +68,7 @@ fn main() {
         );
     }
     println!("overall {:.3}", r.accuracy());
+    println!("parties' sentence past the context's opening: {past_opening} of {} texts", names.len());
     let only = rest.first();
     for x in r.rows.iter().filter(|x| !x.correct && only.is_none_or(|f| f == x.field)) {
         let (raw, ev) = evidence.get(&(x.file.clone(), x.field.to_string())).cloned().unwrap_or_default();
