@@ -775,7 +775,11 @@ pub async fn eval(c: &Common, args: &DecoderArgs, labels_path: &Path, bucket: &s
              --fields-ask-all --bucket {bucket}` asks them"
         );
     }
-    print_misses(&m);
+    print_misses(&m, "miss");
+    if readers_wanted(std::env::var("EVAL_FIELDS_ROWS").ok().as_deref()) {
+        print_misses(&o, "miss-model");
+        print_misses(&b, "miss-rules");
+    }
     println!("fields_accuracy_model_only {:.2}", o.accuracy());
     println!("fields_accuracy_rules {:.2}", b.accuracy());
     println!("fields_accuracy {:.2}", m.accuracy());
@@ -798,14 +802,20 @@ fn rows_wanted(value: Option<&str>) -> bool {
     value.is_some_and(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false" | "no"))
 }
 
-/// With [`rows_wanted`], every wrong answer of `r`.
-fn print_misses(r: &docpipe_fields::eval::Report) {
+/// Whether `EVAL_FIELDS_ROWS=readers` asks for each reader's misses too (the model's alone,
+/// the rules' alone), beside the stored answers'.
+fn readers_wanted(value: Option<&str>) -> bool {
+    value.is_some_and(|v| v.trim().eq_ignore_ascii_case("readers"))
+}
+
+/// With [`rows_wanted`], every wrong answer of `r`, each line starting with `tag`.
+fn print_misses(r: &docpipe_fields::eval::Report, tag: &str) {
     if !rows_wanted(std::env::var("EVAL_FIELDS_ROWS").ok().as_deref()) {
         return;
     }
     for x in r.rows.iter().filter(|x| !x.correct) {
         println!(
-            "miss {:<40} {:<36} gold {:<30} got {}",
+            "{tag} {:<40} {:<36} gold {:<30} got {}",
             &x.file[..x.file.len().min(40)],
             x.field,
             x.gold,
@@ -894,7 +904,7 @@ pub async fn eval_rules(labels_path: &Path, pdfs: &Path, ocr: &crate::cli::OcrAr
         );
     }
     println!("{:<38} {:>8.2} {:>9} {:>10} {:>6}", "overall", r.accuracy(), "", "", r.total);
-    print_misses(&r);
+    print_misses(&r, "miss");
     println!("fields_accuracy_rules {:.2}", r.accuracy());
     Ok(())
 }
@@ -1078,16 +1088,20 @@ async fn consume(
 
 #[cfg(test)]
 mod tests {
-    use super::{rows_wanted, verdict};
+    use super::{readers_wanted, rows_wanted, verdict};
 
     #[test]
     fn eval_fields_rows_zero_lists_no_misses() {
         for off in [None, Some(""), Some("0"), Some("false"), Some("NO"), Some(" 0 ")] {
             assert!(!rows_wanted(off), "{off:?}");
+            assert!(!readers_wanted(off), "{off:?}");
         }
         for on in [Some("1"), Some("true"), Some("yes")] {
             assert!(rows_wanted(on), "{on:?}");
+            assert!(!readers_wanted(on), "{on:?}");
         }
+        // each reader's misses as well: still a request for the rows
+        assert!(rows_wanted(Some("readers")) && readers_wanted(Some("Readers")));
     }
 
     #[test]
