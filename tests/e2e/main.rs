@@ -43,6 +43,7 @@ async fn pdfs_in_s3_become_rows_in_postgres() {
     fields::done_documents_get_their_fields(&run).await;
     report::report_draws_the_run(&run).await;
     search::search_finds_clauses_and_refuses_unknown_categories(&run).await;
+    search::search_returns_as_many_hits_as_asked(&run).await;
 
     // these act on the pipeline again: redeliver a result, re-run the bucket, retry the failed
     redelivery::redelivered_result_changes_nothing(&run).await;

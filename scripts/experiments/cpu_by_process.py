@@ -1,0 +1,53 @@
+"""Poll /proc every 0.5 s until killed (SIGTERM/SIGINT), then print the CPU seconds each
+process (and each thread of docpipe) used since the start, grouped by command name.
+Children reaped by a polled parent count in its cutime (docpipe-extract, tesseract under docpipe)."""
+import os, signal, sys, time, collections
+HZ = os.sysconf('SC_CLK_TCK')
+def stat(path):
+    try:
+        s = open(path).read()
+    except OSError:
+        return None
+    comm = s[s.index('(')+1:s.rindex(')')]
+    f = s[s.rindex(')')+2:].split()
+    return comm, int(f[11]), int(f[12]), int(f[13]), int(f[14])  # utime stime cutime cstime
+def snap():
+    procs, threads = {}, {}
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit(): continue
+        st = stat(f'/proc/{pid}/stat')
+        if not st: continue
+        procs[int(pid)] = st
+        if st[0] in ('docpipe',):
+            try:
+                for tid in os.listdir(f'/proc/{pid}/task'):
+                    t = stat(f'/proc/{pid}/task/{tid}/stat')
+                    if t: threads[(int(pid), int(tid))] = t
+            except OSError: pass
+    return procs, threads
+first_p, first_t = snap()
+last_p, last_t = dict(first_p), dict(first_t)
+stop = False
+def handler(*_):
+    global stop; stop = True
+signal.signal(signal.SIGTERM, handler); signal.signal(signal.SIGINT, handler)
+t0 = time.time()
+while not stop:
+    p, t = snap(); last_p.update(p); last_t.update(t); time.sleep(0.5)
+wall = time.time() - t0
+by = collections.Counter(); child = collections.Counter()
+for pid, (comm, u, s, cu, cs) in last_p.items():
+    b = first_p.get(pid)
+    if b and b[0] == comm: u, s, cu, cs = u - b[1], s - b[2], cu - b[3], cs - b[4]
+    by[comm] += (u + s) / HZ; child[comm] += (cu + cs) / HZ
+th = collections.Counter()
+for k, (comm, u, s, cu, cs) in last_t.items():
+    b = first_t.get(k)
+    if b: u, s = u - b[1], s - b[2]
+    th[comm] += (u + s) / HZ
+print(f"wall {wall:.1f} s, core-seconds available {2*wall:.1f}")
+for comm, v in by.most_common(25):
+    if v + child[comm] >= 0.5: print(f"  {comm:<20} own {v:8.1f}  reaped children {child[comm]:8.1f}")
+print("docpipe threads:")
+for comm, v in th.most_common(20):
+    if v >= 0.5: print(f"  {comm:<20} {v:8.1f}")
