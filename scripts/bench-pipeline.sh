@@ -6,6 +6,7 @@
 #   pipeline_vs_forward X.XX   document tokens/s through the pipeline ÷ forward tokens/s
 #   latency_10_pages_s X.X     one ~10-page contract alone, queued → done, model loaded
 # with that contract's pure forward time (its chunk tokens at the forward rate) beside it.
+# Between the run and the latency run it prints the CPU-seconds each process used over the run.
 #   BENCH_CORPUS (../shared/corpus/contracts)  BENCH_DOCS first N PDFs by name (0: all)
 #   BENCH_REPS timed forward passes (2)  any DOCPIPE_* setting of the pipeline applies to both.
 # Expects the services' environment (scripts/services.sh env) and target/debug/docpipe and
@@ -43,7 +44,14 @@ done
 tag=$(date +%s)
 say "pipeline on ${#files[@]} contracts from $CORPUS"
 "$BIN" put --bucket "bench-pipeline-$tag" "${files[@]}" >/dev/null
+# CPU-seconds by process over the run (scripts/experiments/cpu_by_process.py): how much of the
+# two cores the model had, and who took the rest
+python3 scripts/experiments/cpu_by_process.py > "$out/cpu.txt" &
+poller=$!
 "$BIN" run --bucket "bench-pipeline-$tag" --timings | tee "$out/run.txt"
+kill "$poller"; wait "$poller" || true
+say "CPU-seconds by process over the run:"
+cat "$out/cpu.txt" >&2
 
 model=$(sed -n 's/^where the time went.*, model \(.*\):$/\1/p' "$out/run.txt")
 dtype=${model##*/}

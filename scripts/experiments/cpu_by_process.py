@@ -1,6 +1,11 @@
-"""Poll /proc every 0.5 s until killed (SIGTERM/SIGINT), then print the CPU seconds each
-process (and each thread of docpipe) used since the start, grouped by command name.
-Children reaped by a polled parent count in its cutime (docpipe-extract, tesseract under docpipe)."""
+"""Poll /proc every 0.5 s until killed (SIGTERM/SIGINT), then print the CPU-seconds each
+process (and each thread of docpipe) used since the start, grouped by command name, with its
+share of the core-seconds this process's CPUs offered. Children reaped by a polled parent count
+in its "reaped children" (docpipe-extract and tesseract under docpipe); a process polled while
+alive and then reaped counts in both (Postgres backends under the postmaster). A thread or
+process that lives under 0.5 s between two polls may be missed.
+  python3 scripts/experiments/cpu_by_process.py > cpu.txt & ...; kill %1
+Used by scripts/bench-pipeline.sh around its run."""
 import os, signal, sys, time, collections
 HZ = os.sysconf('SC_CLK_TCK')
 def stat(path):
@@ -45,9 +50,11 @@ for k, (comm, u, s, cu, cs) in last_t.items():
     b = first_t.get(k)
     if b: u, s = u - b[1], s - b[2]
     th[comm] += (u + s) / HZ
-print(f"wall {wall:.1f} s, core-seconds available {2*wall:.1f}")
+avail = (len(os.sched_getaffinity(0)) or 1) * wall
+print(f"wall {wall:.1f} s, core-seconds available {avail:.1f} ({avail / wall:.0f} cores)")
 for comm, v in by.most_common(25):
-    if v + child[comm] >= 0.5: print(f"  {comm:<20} own {v:8.1f}  reaped children {child[comm]:8.1f}")
+    if v + child[comm] >= 0.5:
+        print(f"  {comm:<20} own {v:8.1f} ({100 * v / avail:4.1f} %)  reaped children {child[comm]:8.1f}")
 print("docpipe threads:")
 for comm, v in th.most_common(20):
-    if v >= 0.5: print(f"  {comm:<20} {v:8.1f}")
+    if v >= 0.5: print(f"  {comm:<20} {v:8.1f} ({100 * v / avail:4.1f} %)")
