@@ -1,6 +1,7 @@
 """Poll /proc every 0.5 s until killed (SIGTERM/SIGINT), then print the CPU-seconds each
 process (and each thread of docpipe) used since the start, grouped by command name, with its
-share of the core-seconds this process's CPUs offered. Children reaped by a polled parent count
+share of the core-seconds this process's CPUs offered; Postgres's processes are also split by
+role (its process title: client backends, autovacuum workers, checkpointer, WAL writer...). Children reaped by a polled parent count
 in its "reaped children" (docpipe-extract and tesseract under docpipe); a process polled while
 alive and then reaped counts in both (Postgres backends under the postmaster). A thread or
 process that lives under 0.5 s between two polls may be missed.
@@ -16,6 +17,21 @@ def stat(path):
     comm = s[s.index('(')+1:s.rindex(')')]
     f = s[s.rindex(')')+2:].split()
     return comm, int(f[11]), int(f[12]), int(f[13]), int(f[14])  # utime stime cutime cstime
+def pg_role(pid):
+    """Postgres's process title, e.g. "postgres: autovacuum worker docpipe" -> autovacuum worker."""
+    try:
+        title = open(f'/proc/{pid}/cmdline', 'rb').read().replace(b'\0', b' ').decode(errors='replace')
+    except OSError:
+        return None
+    if not title.startswith('postgres: '):
+        return 'postmaster'
+    words = title[len('postgres: '):].split()
+    for role in ('autovacuum worker', 'autovacuum launcher', 'checkpointer', 'background writer',
+                 'walwriter', 'logical replication launcher'):
+        if ' '.join(words[:len(role.split())]) == role:
+            return role
+    return 'client backends'
+roles = {}
 def snap():
     procs, threads = {}, {}
     for pid in os.listdir('/proc'):
@@ -23,6 +39,9 @@ def snap():
         st = stat(f'/proc/{pid}/stat')
         if not st: continue
         procs[int(pid)] = st
+        if st[0] == 'postgres':
+            r = pg_role(pid)
+            if r: roles[int(pid)] = r
         if st[0] in ('docpipe',):
             try:
                 for tid in os.listdir(f'/proc/{pid}/task'):
@@ -55,6 +74,16 @@ print(f"wall {wall:.1f} s, core-seconds available {avail:.1f} ({avail / wall:.0f
 for comm, v in by.most_common(25):
     if v + child[comm] >= 0.5:
         print(f"  {comm:<20} own {v:8.1f} ({100 * v / avail:4.1f} %)  reaped children {child[comm]:8.1f}")
+pg = collections.Counter()
+for pid, (comm, u, s, cu, cs) in last_p.items():
+    if comm != 'postgres': continue
+    b = first_p.get(pid)
+    if b and b[0] == comm: u, s = u - b[1], s - b[2]
+    pg[roles.get(pid, 'unknown')] += (u + s) / HZ
+if pg:
+    print("postgres by role:")
+    for role, v in pg.most_common():
+        if v >= 0.5: print(f"  {role:<20} {v:8.1f} ({100 * v / avail:4.1f} %)")
 print("docpipe threads:")
 for comm, v in th.most_common(20):
     if v >= 0.5: print(f"  {comm:<20} {v:8.1f} ({100 * v / avail:4.1f} %)")
