@@ -3,8 +3,15 @@
 //! starting the docpipe binary initialises libtorch first (about 0.2 s of CPU on every
 //! document); this one links no model. Ingest runs it when it lies beside the docpipe binary
 //! (or `DOCPIPE_EXTRACTOR` names it).
+//!
+//! It allocates through mimalloc: pdf-extract's content-stream parsing makes millions of small
+//! allocations, and glibc's malloc took 30 % of the child's time on a heavy contract (see
+//! docs/benchmarks.md, "The text extractor's allocator").
 
 use std::process::ExitCode;
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let mut max_pages = docpipe_contract::defaults::MAX_PAGES;
