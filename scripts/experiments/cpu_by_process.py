@@ -1,7 +1,9 @@
 """Poll /proc every 0.5 s until killed (SIGTERM/SIGINT), then print the CPU-seconds each
 process (and each thread of docpipe) used since the start, grouped by command name, with its
 share of the core-seconds this process's CPUs offered; Postgres's processes are also split by
-role (its process title: client backends, autovacuum workers, checkpointer, WAL writer...). Children reaped by a polled parent count
+role (its process title: client backends, autovacuum workers, checkpointer, WAL writer...);
+first, the whole machine's user/nice/system/idle/iowait/steal shares from /proc/stat, which
+also count what the poll missed. Children reaped by a polled parent count
 in its "reaped children" (docpipe-extract and tesseract under docpipe); a process polled while
 alive and then reaped counts in both (Postgres backends under the postmaster). A thread or
 process that lives under 0.5 s between two polls may be missed.
@@ -31,6 +33,9 @@ def pg_role(pid):
         if ' '.join(words[:len(role.split())]) == role:
             return role
     return 'client backends'
+def cpu_times():
+    """The whole machine's jiffies from /proc/stat: user, nice, system, idle, iowait, irq, softirq, steal."""
+    return [int(x) for x in open('/proc/stat').readline().split()[1:9]]
 roles = {}
 def snap():
     procs, threads = {}, {}
@@ -49,6 +54,7 @@ def snap():
                     if t: threads[(int(pid), int(tid))] = t
             except OSError: pass
     return procs, threads
+cpu0 = cpu_times()
 first_p, first_t = snap()
 last_p, last_t = dict(first_p), dict(first_t)
 stop = False
@@ -59,6 +65,7 @@ t0 = time.time()
 while not stop:
     p, t = snap(); last_p.update(p); last_t.update(t); time.sleep(0.5)
 wall = time.time() - t0
+cpu1 = cpu_times()
 by = collections.Counter(); child = collections.Counter()
 for pid, (comm, u, s, cu, cs) in last_p.items():
     b = first_p.get(pid)
@@ -71,6 +78,10 @@ for k, (comm, u, s, cu, cs) in last_t.items():
     th[comm] += (u + s) / HZ
 avail = (len(os.sched_getaffinity(0)) or 1) * wall
 print(f"wall {wall:.1f} s, core-seconds available {avail:.1f} ({avail / wall:.0f} cores)")
+d = [b - a for a, b in zip(cpu0, cpu1)]
+tot = sum(d) or 1
+print("the machine's cores (/proc/stat): " + ", ".join(f"{n} {100 * v / tot:.1f} %" for n, v in zip(
+    ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"), d)))
 for comm, v in by.most_common(25):
     if v + child[comm] >= 0.5:
         print(f"  {comm:<20} own {v:8.1f} ({100 * v / avail:4.1f} %)  reaped children {child[comm]:8.1f}")
