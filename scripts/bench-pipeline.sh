@@ -48,8 +48,11 @@ say "pipeline on ${#files[@]} contracts from $CORPUS"
 # two cores the model had, and who took the rest
 python3 scripts/experiments/cpu_by_process.py > "$out/cpu.txt" &
 poller=$!
+# a failed run ends the script here (set -e): the poller must not outlive it
+trap 'kill "$poller" 2>/dev/null || true' EXIT
 "$BIN" run --bucket "bench-pipeline-$tag" --timings | tee "$out/run.txt"
 kill "$poller"; wait "$poller" || true
+trap - EXIT
 say "CPU-seconds by process over the run:"
 cat "$out/cpu.txt" >&2
 
