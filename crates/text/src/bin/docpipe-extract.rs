@@ -4,9 +4,9 @@
 //! document); this one links no model. Ingest runs it when it lies beside the docpipe binary
 //! (or `DOCPIPE_EXTRACTOR` names it).
 //!
-//! It allocates through mimalloc: pdf-extract's content-stream parsing makes millions of small
-//! allocations, and glibc's malloc took 30 % of the child's time on a heavy contract (see
-//! docs/benchmarks.md, "The text extractor's allocator").
+//! It allocates through mimalloc: pdf-extract's content-stream parsing allocates small and
+//! often, and glibc's malloc and free took about 28 % of the child's time on a heavy contract
+//! (docs/benchmarks.md, "The text extractor's allocator").
 
 use std::process::ExitCode;
 
