@@ -5,7 +5,8 @@
 //! they are right when they do, and how often CUAD has no answer where they find none; in how
 //! many texts the parties' sentence ends past the decoder context's opening; then each miss of
 //! FIELD (or of all; `none` lists no miss) with the gold answer, the rules' answer and their
-//! evidence.
+//! evidence. With `RULES_BY_POSITION=1` it also prints, per field, how often the rules are
+//! right by where in the text their evidence starts.
 
 use std::collections::BTreeMap;
 
@@ -24,6 +25,8 @@ fn main() {
     let mut names = Vec::new();
     let mut predicted = BTreeMap::new();
     let mut evidence = BTreeMap::new();
+    // where in the text each answer's evidence starts (characters)
+    let mut starts = BTreeMap::new();
     // texts whose parties' sentence ends past the decoder context's opening
     let mut past_opening = 0;
     for line in list.lines() {
@@ -34,6 +37,7 @@ fn main() {
                 past_opening += 1;
             }
             if let Some(h) = hit {
+                starts.insert((file.to_string(), k.to_string()), h.evidence.start);
                 let span: String = text.chars().skip(h.evidence.start).take(h.evidence.len()).collect();
                 let ev = span.split_whitespace().collect::<Vec<_>>().join(" ");
                 evidence.insert((file.to_string(), k.to_string()), (h.raw, ev));
@@ -70,6 +74,30 @@ fn main() {
     println!("overall {:.3}", r.accuracy());
     println!("parties' sentence past the context's opening: {past_opening} of {} texts", names.len());
     let only = rest.first();
+    // RULES_BY_POSITION=1: per field, how often the rules are right by where their evidence
+    // starts, to see whether answers found deep in a text are worth storing
+    if std::env::var("RULES_BY_POSITION").is_ok_and(|v| v == "1") {
+        const EDGES: [usize; 5] = [0, 2_000, 5_000, 20_000, usize::MAX];
+        println!("\nright / answered by where the evidence starts (characters)");
+        println!("{:<38} {:>10} {:>10} {:>10} {:>10}", "field", "<2k", "2k-5k", "5k-20k", ">=20k");
+        for &(k, _, _) in &r.per_field {
+            let mut cells = [(0usize, 0usize); 4];
+            for x in r.rows.iter().filter(|x| x.field == k && x.predicted != "none") {
+                let Some(&at) = starts.get(&(x.file.clone(), k.to_string())) else { continue };
+                let b = EDGES.windows(2).position(|w| at >= w[0] && at < w[1]).unwrap_or(3);
+                cells[b].0 += x.correct as usize;
+                cells[b].1 += 1;
+            }
+            let cell = |(c, n): (usize, usize)| format!("{c}/{n}");
+            println!(
+                "{k:<38} {:>10} {:>10} {:>10} {:>10}",
+                cell(cells[0]),
+                cell(cells[1]),
+                cell(cells[2]),
+                cell(cells[3])
+            );
+        }
+    }
     for x in r.rows.iter().filter(|x| !x.correct && only.is_none_or(|f| f == x.field)) {
         let (raw, ev) = evidence.get(&(x.file.clone(), x.field.to_string())).cloned().unwrap_or_default();
         let ev: String = ev.chars().take(300).collect();

@@ -510,6 +510,10 @@ static NUM_YMD: LazyLock<Regex> =
     LazyLock::new(|| regex(r"\b(?P<y>\d{4})[-/.](?P<m>\d{1,2})[-/.](?P<d>\d{1,2})(?:\b|T)"));
 /// `31.01.2025` (European order).
 static NUM_DMY_DOT: LazyLock<Regex> = LazyLock::new(|| regex(r"\b(?P<d>\d{1,2})\.(?P<m>\d{1,2})\.(?P<y>\d{4})\b"));
+/// `20.3.98` (European order, two-digit year): only as a whole answer; inside a sentence it
+/// reads as a section number as often ("Section 12.3.14").
+static NUM_DMY_DOT_SHORT: LazyLock<Regex> =
+    LazyLock::new(|| regex(r"^(?P<d>\d{1,2})\.(?P<m>\d{1,2})\.(?P<y>\d{2})\.?$"));
 /// `April 6, 2007`, `Sept. 30 2019`, `October 15th, 2009`.
 static TEXT_MDY: LazyLock<Regex> = LazyLock::new(|| {
     regex(&format!(
@@ -614,6 +618,11 @@ fn num(c: &Captures, name: &str) -> Option<u32> {
 /// The first full date in `s` (by position): byte span and value. Invalid candidates
 /// (`2/30/07`) are skipped.
 fn find_date(s: &str) -> Option<(usize, usize, NaiveDate)> {
+    let lead = s.len() - s.trim_start().len();
+    if let Some(c) = NUM_DMY_DOT_SHORT.captures(s.trim()) {
+        let (y, m, d) = (year_of(cap(&c, "y")?)?, num(&c, "m")?, num(&c, "d")?);
+        return NaiveDate::from_ymd_opt(y, m, d).map(|date| (lead, lead + s.trim().len(), date));
+    }
     type Reader = fn(&Captures) -> Option<NaiveDate>;
     let readers: [(&Regex, Reader); 5] = [
         (&NUM_MDY, |c| {
@@ -684,7 +693,7 @@ fn find_partial_date(s: &str) -> Option<(i32, Option<u32>)> {
 
 /// The first full calendar date written in `s`, in any of the forms contracts and CUAD use:
 /// `4/6/07` (US order; D/M/Y when the first number is over 12; two-digit years 00–49 → 20xx),
-/// `2007-04-06`, `31.01.2025`, `April 6, 2007`, `Sept. 30, 2019`, `6th April, 2007`,
+/// `2007-04-06`, `31.01.2025` (and `20.3.98` as the whole text), `April 6, 2007`, `Sept. 30, 2019`, `6th April, 2007`,
 /// `the 1st day of April, 2007`, `twenty-fifth day of June, 2014`. Dates with an unknown day
 /// (`[]/[]/2009`, `June 2014`) and impossible dates (`2/30/07`) give `None`.
 pub fn parse_date(s: &str) -> Option<NaiveDate> {
@@ -2035,6 +2044,12 @@ mod tests {
         assert_eq!(parse_date("2007-04-06T00:00:00Z"), Some(ymd(2007, 4, 6)));
         assert_eq!(parse_date("31.01.2025"), Some(ymd(2025, 1, 31)));
         assert_eq!(parse_date("04/06/2007"), Some(ymd(2007, 4, 6)));
+        // a two-digit year after dots: a date only where it is the whole answer
+        assert_eq!(parse_date("20.3.98"), Some(ymd(1998, 3, 20)));
+        assert_eq!(parse_date(" 30.4.98. "), Some(ymd(1998, 4, 30)));
+        assert_eq!(parse_date("as set out in Section 12.3.14"), None);
+        assert_eq!(parse_date("31.2.98"), None);
+        assert!(matches!(normalize(Kind::EndDate, "30.4.98"), Value::Date { date } if date == ymd(1998, 4, 30)));
     }
 
     #[test]
