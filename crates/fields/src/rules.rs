@@ -36,7 +36,7 @@ pub fn extract(text: &str) -> BTreeMap<&'static str, Found> {
     }
     let w = Work::new(text);
 
-    let parties = parties(&w);
+    let parties = parties(&w).or_else(|| signature_parties(text));
     let names = parties.as_ref().map(|(list, _)| party_names_in_titles(list)).unwrap_or_default();
     let named = |f: &Found| !GENERIC_TITLE.is_match(&f.raw);
     if let Some(f) = document_name(text, &names).filter(named).or_else(|| document_name_from_preamble(&w).filter(named))
@@ -1079,6 +1079,85 @@ fn parties(w: &Work) -> Option<(PartyList, Found)> {
         return Some((list, found));
     }
     lettered_parties(w).or_else(|| hereinafter_parties(w))
+}
+
+/// A line of a signature block that names no signing party: "By:", "Name:", "Title:", a
+/// signature, a date, an address.
+static SIGNATURE_LINE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^(?:by|name|title|its|date|dated|signature|witness|address|attn|attention|tel|telephone|fax|e-?mail|print(?:ed)?\s+name)\b\s*:?|^/s/|:$|\bwitness\s+whereof\b",
+    )
+});
+/// A date before the first party of a signature section ("DATED: April 8, 2020 SCULPTOR
+/// CAPITAL LP").
+static SIGNATURE_DATED: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)^dated?\s*:?\s*(?:[a-z]+\.?\s+\d{1,2},?\s+\d{4}|\d{1,2}/\d{1,2}/\d{2,4})\s+"));
+/// What a signature block's next line starts with: the signing officer, or the signature.
+static SIGNED_BY: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)^(?:by\s*:|/s/)"));
+/// A word that makes a line an entity's name: a corporate form.
+static ENTITY_WORD: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)(?:^|[\s,])(?:inc|incorporated|corporation|corp|company|co|llc|l\.l\.c|lcc|ltd|limited|plc|lp|l\.p|llp|sa|s\.a|ag|gmbh|kgaa|nv|n\.v|bv|b\.v|s\.?à\s+r\.?l|sarl|fund|trust|partners|holdings?|bank|n\.a)\.?(?:$|[\s,])",
+    )
+});
+
+/// Where no preamble names the parties (a joint filing agreement, a statement "the undersigned"
+/// sign): the entities of the signature blocks, each on a line of its own that a "By:" or a
+/// "/s/" signature follows (a blank line between allowed). A name in capitals without a
+/// corporate form is taken too: an individual who signs in person ("DANIEL KŘETÍNSKÝ" over
+/// "/s/ Daniel Kretinsky"). Two at least; evidence from the first to the last.
+fn signature_parties(text: &str) -> Option<(PartyList, Found)> {
+    // each line with the char index of its start
+    let mut lines: Vec<(usize, &str)> = Vec::new();
+    let mut at = 0usize;
+    for line in text.split('\n') {
+        lines.push((at, line));
+        at += line.chars().count() + 1;
+    }
+    let mut list: PartyList = Vec::new();
+    let (mut first, mut last) = (usize::MAX, 0usize);
+    for (i, &(start, line)) in lines.iter().enumerate() {
+        let l = line.split_whitespace().collect::<Vec<_>>().join(" ");
+        let l = SIGNATURE_DATED.replace(&l, "").to_string();
+        if l.is_empty() || SIGNATURE_LINE.is_match(&l) {
+            continue;
+        }
+        let Some(next) = lines[i + 1..].iter().map(|(_, t)| t.trim()).filter(|t| !t.is_empty()).next() else { break };
+        let blank_between = lines[i + 1..].iter().take(3).take_while(|(_, t)| t.trim().is_empty()).count();
+        if blank_between > 1 || !SIGNED_BY.is_match(next) {
+            continue;
+        }
+        // the same name twice side by side: two columns of signatures
+        let words: Vec<&str> = l.split(' ').collect();
+        let half = words.len() / 2;
+        let name = if words.len() % 2 == 0 && half > 0 && words[..half] == words[half..] {
+            words[..half].join(" ")
+        } else {
+            l.clone()
+        };
+        let name = name.trim_end_matches([',', ';', ' ']);
+        // "For Acme, Inc." over the signing officer's line
+        let name = name.strip_prefix("For ").or_else(|| name.strip_prefix("FOR ")).unwrap_or(name).to_string();
+        let n_words = name.split_whitespace().count();
+        let in_capitals = name.chars().any(char::is_alphabetic) && !name.chars().any(char::is_lowercase);
+        let entity = ENTITY_WORD.is_match(&name) && !PARTY_NOT_A_NAME.is_match(&name);
+        if !plausible_bare_name(&name) || n_words < 2 || !(entity || (in_capitals && n_words <= 5)) {
+            continue;
+        }
+        if list.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name)) {
+            continue;
+        }
+        list.push((name, Vec::new()));
+        first = first.min(start);
+        last = last.max(start + line.chars().count());
+        if list.len() >= 40 {
+            break;
+        }
+    }
+    (list.len() >= 2).then(|| {
+        let found = Found { raw: parties_raw(&list), evidence: first..last };
+        (list, found)
+    })
 }
 
 /// `<Name>, hereinafter referred to as the "Company"` — a party defined without a "between"
@@ -2774,6 +2853,24 @@ mod tests {
         let w = Work::new("(\u{201c}\u{201c}Theismann\u{201d}) ('Licensee')");
         assert_eq!(w.s, "(\"Theismann\") (\"Licensee\")");
         assert_eq!(w.orig_range(1, 11), 1..12, "the map back to the original follows");
+    }
+
+    #[test]
+    fn parties_of_a_joint_filing_agreement_from_its_signature_blocks() {
+        let t = "Exhibit 99.1\nJOINT FILING AGREEMENT\nThe undersigned hereby agree that the statement on Schedule 13G is filed on behalf of each of the undersigned.\nDATED: April 8, 2020 SCULPTOR CAPITAL LP\n\nBy: /s/ Thomas Sipp\nThomas Sipp\nChief Financial Officer\nSCULPTOR MANAGEMENT, INC. SCULPTOR MANAGEMENT, INC.\nBy: /s/ Thomas Sipp By: /s/ Jane Roe\nChief Financial Officer\nFor D-Beta One GP, LLC\nBy:/s/ Troy J. Rillo, Esq. Date: 4/8/2020\nTroy J. Rillo, Esq.\nDANIEL KRETINSKY\n/s/ Daniel Kretinsky\nTrust\nBy: /s/ Thomas Sipp\n";
+        let found = extract(t);
+        let p = found.get("parties").expect("parties from the signature blocks");
+        assert_eq!(p.raw, "SCULPTOR CAPITAL LP; SCULPTOR MANAGEMENT, INC.; D-Beta One GP, LLC; DANIEL KRETINSKY");
+        let ev: String = t.chars().skip(p.evidence.start).take(p.evidence.len()).collect();
+        assert!(ev.starts_with("DATED: April 8, 2020 SCULPTOR") && ev.ends_with("DANIEL KRETINSKY"), "{ev:?}");
+        // a preamble that names the parties wins over the signature blocks
+        let t = "This Agreement is made by and between Acme Inc. (\"Acme\") and Beta LLC (\"Beta\").\nIN WITNESS WHEREOF\nGAMMA CORP.\nBy: /s/ X\nDELTA LTD\nBy: /s/ Y\n";
+        assert_eq!(
+            extract(t).get("parties").map(|f| f.raw.as_str()),
+            Some("Acme Inc. (\"Acme\"); Beta LLC (\"Beta\")")
+        );
+        // one signing entity is no party list
+        assert!(extract("The undersigned agree.\nGAMMA CORP.\nBy: /s/ X\n").get("parties").is_none());
     }
 
     #[test]
