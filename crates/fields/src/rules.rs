@@ -1122,7 +1122,7 @@ fn signature_parties(text: &str) -> Option<(PartyList, Found)> {
         if l.is_empty() || SIGNATURE_LINE.is_match(&l) {
             continue;
         }
-        let Some(next) = lines[i + 1..].iter().map(|(_, t)| t.trim()).filter(|t| !t.is_empty()).next() else { break };
+        let Some(next) = lines[i + 1..].iter().map(|(_, t)| t.trim()).find(|t| !t.is_empty()) else { break };
         let blank_between = lines[i + 1..].iter().take(3).take_while(|(_, t)| t.trim().is_empty()).count();
         if blank_between > 1 || !SIGNED_BY.is_match(next) {
             continue;
@@ -1130,7 +1130,7 @@ fn signature_parties(text: &str) -> Option<(PartyList, Found)> {
         // the same name twice side by side: two columns of signatures
         let words: Vec<&str> = l.split(' ').collect();
         let half = words.len() / 2;
-        let name = if words.len() % 2 == 0 && half > 0 && words[..half] == words[half..] {
+        let name = if words.len().is_multiple_of(2) && half > 0 && words[..half] == words[half..] {
             words[..half].join(" ")
         } else {
             l.clone()
@@ -2870,7 +2870,7 @@ mod tests {
             Some("Acme Inc. (\"Acme\"); Beta LLC (\"Beta\")")
         );
         // one signing entity is no party list
-        assert!(extract("The undersigned agree.\nGAMMA CORP.\nBy: /s/ X\n").get("parties").is_none());
+        assert!(!extract("The undersigned agree.\nGAMMA CORP.\nBy: /s/ X\n").contains_key("parties"));
     }
 
     #[test]
