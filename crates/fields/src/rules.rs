@@ -1078,7 +1078,34 @@ fn parties(w: &Work) -> Option<(PartyList, Found)> {
         let found = w.found(parties_raw(&list), ev_start..seg_end);
         return Some((list, found));
     }
-    lettered_parties(w).or_else(|| hereinafter_parties(w))
+    lettered_parties(w).or_else(|| hereinafter_parties(w)).or_else(|| defined_parties_without_between(w))
+}
+
+/// Parties defined at the top without a "between" ("Aduro Biotech, Inc., with a place of
+/// business at … ("Aduro") and IREYA B.V … ("Consultant") agree to …", "… (the "Effective
+/// Date") INKTOMI CORPORATION ("Inktomi"), a California corporation, … and MICROSOFT
+/// CORPORATION ("Microsoft")"): the defined terms of the text before the recitals, each after
+/// a name with a corporate form; two at least.
+/// The document's heading run into the first party's name: an exhibit number, a title in
+/// capitals ("Exhibit 10.7 CONSULTING AGREEMENT Aduro Biotech, Inc."), "together with".
+static LEADING_TITLE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"^(?i:exhibit\s+[\w.-]+\s+)?(?:[A-Z][A-Z&,'-]*\s+){0,8}?(?:AGREEMENT|CONTRACT|AMENDMENT)\s+|^(?i:together\s+with)\s+",
+    )
+});
+
+fn defined_parties_without_between(w: &Work) -> Option<(PartyList, Found)> {
+    let head = w.head(2500);
+    let end = PARTY_STOP.find(head).map_or(head.len(), |m| m.start());
+    let list: PartyList = tidy_parties(parties_in(&head[..end], false))
+        .into_iter()
+        .map(|(name, roles)| (LEADING_TITLE.replace(&name, "").to_string(), roles))
+        .filter(|(name, _)| name.split_whitespace().count() <= 8 && ENTITY_WORD.is_match(name))
+        .collect();
+    (list.len() >= 2).then(|| {
+        let found = w.found(parties_raw(&list), 0..end);
+        (list, found)
+    })
 }
 
 /// A line of a signature block that names no signing party: "By:", "Name:", "Title:", a
@@ -2871,6 +2898,20 @@ mod tests {
         );
         // one signing entity is no party list
         assert!(!extract("The undersigned agree.\nGAMMA CORP.\nBy: /s/ X\n").contains_key("parties"));
+    }
+
+    #[test]
+    fn parties_defined_at_the_top_without_a_between() {
+        let t = "Exhibit 10.7\nCONSULTING AGREEMENT\nAduro Biotech, Inc., with a place of business at 740 Heinz Avenue, Berkeley, CA 94710 (\u{201c}Aduro\u{201d}) and IREYA B.V having an address at Staalwijkstraat 16, Leiden, the Netherlands, (\u{201c}Consultant\u{201d}) agree to all terms and conditions of this Consulting Agreement (\u{201c}Agreement\u{201d}) dated June 1, 2020.\n1. Services.";
+        assert_eq!(
+            extract(t).get("parties").map(|f| f.raw.as_str()),
+            Some("Aduro Biotech, Inc. (\"Aduro\"); IREYA B.V (\"Consultant\")")
+        );
+        let t = "SOFTWARE HOSTING AGREEMENT\nThis Software Hosting Agreement (the \"Agreement\") is entered into and effective as of the later of the two signature dates below (the \"Effective Date\") INKTOMI CORPORATION (\"Inktomi\"), a California corporation, 1900 South Norfolk Street, San Mateo, California 94403, and MICROSOFT CORPORATION (\"Microsoft\"), a Washington corporation. RECITALS";
+        assert_eq!(
+            extract(t).get("parties").map(|f| f.raw.as_str()),
+            Some("INKTOMI CORPORATION (\"Inktomi\"); MICROSOFT CORPORATION (\"Microsoft\")")
+        );
     }
 
     #[test]
