@@ -1157,26 +1157,28 @@ fn signature_parties(text: &str) -> Option<(PartyList, Found)> {
         // the same name twice side by side: two columns of signatures
         let words: Vec<&str> = l.split(' ').collect();
         let half = words.len() / 2;
-        let name = if words.len().is_multiple_of(2) && half > 0 && words[..half] == words[half..] {
+        let line_name = if words.len().is_multiple_of(2) && half > 0 && words[..half] == words[half..] {
             words[..half].join(" ")
         } else {
             l.clone()
         };
-        let name = name.trim_end_matches([',', ';', ' ']);
-        // "For Acme, Inc." over the signing officer's line
-        let name = name.strip_prefix("For ").or_else(|| name.strip_prefix("FOR ")).unwrap_or(name).to_string();
-        let n_words = name.split_whitespace().count();
-        let in_capitals = name.chars().any(char::is_alphabetic) && !name.chars().any(char::is_lowercase);
-        let entity = ENTITY_WORD.is_match(&name) && !PARTY_NOT_A_NAME.is_match(&name);
-        if !plausible_bare_name(&name) || n_words < 2 || !(entity || (in_capitals && n_words <= 5)) {
-            continue;
+        for name in signature_columns(&line_name) {
+            let name = name.trim_end_matches([',', ';', ' ']);
+            // "For Acme, Inc." over the signing officer's line
+            let name = name.strip_prefix("For ").or_else(|| name.strip_prefix("FOR ")).unwrap_or(name).to_string();
+            let n_words = name.split_whitespace().count();
+            let in_capitals = name.chars().any(char::is_alphabetic) && !name.chars().any(char::is_lowercase);
+            let entity = ENTITY_WORD.is_match(&name) && !PARTY_NOT_A_NAME.is_match(&name);
+            if !plausible_bare_name(&name) || n_words < 2 || !(entity || (in_capitals && n_words <= 5)) {
+                continue;
+            }
+            if list.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name)) {
+                continue;
+            }
+            list.push((name, Vec::new()));
+            first = first.min(start);
+            last = last.max(start + line.chars().count());
         }
-        if list.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name)) {
-            continue;
-        }
-        list.push((name, Vec::new()));
-        first = first.min(start);
-        last = last.max(start + line.chars().count());
         if list.len() >= 40 {
             break;
         }
@@ -1185,6 +1187,29 @@ fn signature_parties(text: &str) -> Option<(PartyList, Found)> {
         let found = Found { raw: parties_raw(&list), evidence: first..last };
         (list, found)
     })
+}
+
+/// A legal form that ends a name, followed by the next column's name ("UBS ONCOLOGY IMPACT FUND
+/// L.P. ONCOLOGY IMPACT FUND (CAYMAN) MANAGEMENT L.P.").
+static COLUMN_BREAK: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(?:L\.P\.|LP|LLC|L\.L\.C\.|Inc\.|INC\.|Ltd\.|LTD\.?|Limited|LIMITED|Corp\.|CORP\.|Corporation|CORPORATION|plc|PLC|GmbH|S\.A\.|AG|N\.V\.|B\.V\.)\s+(?P<next>[A-Z])",
+    )
+});
+
+/// The names of one line of a signature section: two columns side by side are split after the
+/// first name's legal form, where both parts hold two words at least.
+fn signature_columns(line: &str) -> Vec<String> {
+    if let Some(c) = COLUMN_BREAK.captures(line) {
+        if let Some(next) = c.name("next") {
+            let (a, b) = (line[..next.start()].trim(), line[next.start()..].trim());
+            let enough = |t: &str| t.split_whitespace().count() >= 2 && ENTITY_WORD.is_match(t);
+            if enough(a) && enough(b) {
+                return vec![a.to_string(), b.to_string()];
+            }
+        }
+    }
+    vec![line.to_string()]
 }
 
 /// `<Name>, hereinafter referred to as the "Company"` — a party defined without a "between"
@@ -2895,6 +2920,12 @@ mod tests {
         assert_eq!(
             extract(t).get("parties").map(|f| f.raw.as_str()),
             Some("Acme Inc. (\"Acme\"); Beta LLC (\"Beta\")")
+        );
+        // two columns of different names on one line
+        let t = "The undersigned agree to the joint filing.\nUBS ONCOLOGY IMPACT FUND L.P. ONCOLOGY IMPACT FUND (CAYMAN) MANAGEMENT L.P.\nBy: Oncology Impact Fund (Cayman) Management L.P, By: MPM Oncology Impact Management LP,\n";
+        assert_eq!(
+            extract(t).get("parties").map(|f| f.raw.as_str()),
+            Some("UBS ONCOLOGY IMPACT FUND L.P.; ONCOLOGY IMPACT FUND (CAYMAN) MANAGEMENT L.P.")
         );
         // one signing entity is no party list
         assert!(!extract("The undersigned agree.\nGAMMA CORP.\nBy: /s/ X\n").contains_key("parties"));
