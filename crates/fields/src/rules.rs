@@ -1081,11 +1081,6 @@ fn parties(w: &Work) -> Option<(PartyList, Found)> {
     lettered_parties(w).or_else(|| hereinafter_parties(w)).or_else(|| defined_parties_without_between(w))
 }
 
-/// Parties defined at the top without a "between" ("Aduro Biotech, Inc., with a place of
-/// business at … ("Aduro") and IREYA B.V … ("Consultant") agree to …", "… (the "Effective
-/// Date") INKTOMI CORPORATION ("Inktomi"), a California corporation, … and MICROSOFT
-/// CORPORATION ("Microsoft")"): the defined terms of the text before the recitals, each after
-/// a name with a corporate form; two at least.
 /// The document's heading run into the first party's name: an exhibit number, a title in
 /// capitals ("Exhibit 10.7 CONSULTING AGREEMENT Aduro Biotech, Inc."), "together with".
 static LEADING_TITLE: LazyLock<Regex> = LazyLock::new(|| {
@@ -1094,6 +1089,11 @@ static LEADING_TITLE: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
+/// Parties defined at the top without a "between" ("Aduro Biotech, Inc., with a place of
+/// business at … ("Aduro") and IREYA B.V … ("Consultant") agree to …", "… (the "Effective
+/// Date") INKTOMI CORPORATION ("Inktomi"), a California corporation, … and MICROSOFT
+/// CORPORATION ("Microsoft")"): the defined terms of the text before the recitals, each after
+/// a name with a corporate form; two at least.
 fn defined_parties_without_between(w: &Work) -> Option<(PartyList, Found)> {
     let head = w.head(2500);
     let end = PARTY_STOP.find(head).map_or(head.len(), |m| m.start());
