@@ -372,14 +372,20 @@ pub fn field_row(
     }
 }
 
-/// An answer as the `alternative` column keeps it (the model's with its confidence).
+/// An answer as the `alternative` column keeps it (the model's with its confidence; a refused
+/// answer with the reason it was refused).
 fn alternative(source: &str, outcome: &Outcome, raw: Option<&str>, confidence: Option<f32>) -> serde_json::Value {
-    let (status, value) = match outcome {
-        Outcome::Answered(v) => ("answered", v.clone()),
-        Outcome::None => ("none", Value::None),
-        Outcome::Invalid(_) => ("unknown", Value::None),
+    let (status, value, reason) = match outcome {
+        Outcome::Answered(v) => ("answered", v.clone(), None),
+        Outcome::None => ("none", Value::None, None),
+        Outcome::Invalid(why) => ("unknown", Value::None, Some(why.as_str())),
     };
-    serde_json::json!({"source": source, "status": status, "raw": raw, "value": value, "confidence": confidence})
+    let mut alt =
+        serde_json::json!({"source": source, "status": status, "raw": raw, "value": value, "confidence": confidence});
+    if let Some(why) = reason {
+        alt["reason"] = serde_json::Value::from(why);
+    }
+    alt
 }
 
 /// The clause scorer's presence answers for the categories that are not answer fields.
@@ -601,7 +607,10 @@ pub async fn show(c: &Common, document: &str) -> Result<()> {
             let other = alt.get("value").cloned().and_then(|v| serde_json::from_value::<Value>(v).ok());
             let other_status = alt.get("status").and_then(|s| s.as_str()).unwrap_or("none");
             let other = match other {
-                _ if other_status == "unknown" => "unknown".into(),
+                _ if other_status == "unknown" => match alt.get("reason").and_then(|r| r.as_str()) {
+                    Some(why) => format!("unknown, {why}"),
+                    None => "unknown".into(),
+                },
                 Some(v) if !v.is_none() => v.canonical(),
                 _ => "none".into(),
             };
@@ -1088,7 +1097,8 @@ async fn consume(
 
 #[cfg(test)]
 mod tests {
-    use super::{readers_wanted, rows_wanted, verdict};
+    use super::{alternative, readers_wanted, rows_wanted, verdict};
+    use docpipe_fields::answer::Outcome;
 
     #[test]
     fn eval_fields_rows_zero_lists_no_misses() {
@@ -1102,6 +1112,18 @@ mod tests {
         }
         // each reader's misses as well: still a request for the rows
         assert!(rows_wanted(Some("readers")) && readers_wanted(Some("Readers")));
+    }
+
+    #[test]
+    fn the_other_readers_refused_answer_keeps_its_reason() {
+        let why = "\"30\" is not a length of time".to_string();
+        let alt = alternative("model", &Outcome::Invalid(why.clone()), Some("30"), Some(0.75));
+        assert_eq!(alt["status"], "unknown");
+        assert_eq!(alt["reason"], why.as_str());
+        assert_eq!(alt["raw"], "30");
+        let alt = alternative("rules", &Outcome::None, None, None);
+        assert_eq!(alt["status"], "none");
+        assert!(alt.get("reason").is_none());
     }
 
     #[test]
