@@ -654,12 +654,11 @@ static ROLE_NOUN: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)^(?:the\s+)?(?:company|corporation|licensor|licensee|distributor|supplier|customer|client|consultant|contractor|manufacturer|purchaser|buyer|seller|vendor|provider|agent|partner|owner|operator|lender|borrower|sponsor|franchisee|franchisor|reseller|developer|publisher|affiliate|member|bank|trust|fund|group|holdings|parent|subsidiary|employer|employee|executive|investor|shareholder|landlord|tenant|network|host|carrier|shipper|producer|marketer|servicer|issuer|guarantor|you|us|we)$",
     )
 });
+/// The legal forms that end a company's name (matched case-insensitively, a full stop after
+/// them optional).
+const LEGAL_FORMS: &str = r"inc|incorporated|corporation|corp|co|company|llc|l\.l\.c|ltd|limited|plc|l\.p|lp|n\.a|s\.a|ag|gmbh|b\.v|n\.v|pte|pty";
 /// A corporate suffix that ends a name ("e-centives, Inc." is "e-centives" in a title).
-static NAME_SUFFIX: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"(?i)[\s,]+(?:inc|incorporated|corporation|corp|co|company|llc|l\.l\.c|ltd|limited|plc|l\.p|lp|n\.a|s\.a|ag|gmbh|b\.v|n\.v|pte|pty)\.?$",
-    )
-});
+static NAME_SUFFIX: LazyLock<Regex> = LazyLock::new(|| re(&format!(r"(?i)[\s,]+(?:{LEGAL_FORMS})\.?$")));
 /// What joins a party's name to the rest of a title: dropped with the name.
 static NAME_JOIN: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -1121,11 +1120,12 @@ static SIGNATURE_DATED: LazyLock<Regex> =
     LazyLock::new(|| re(r"(?i)^dated?\s*:?\s*(?:[a-z]+\.?\s+\d{1,2},?\s+\d{4}|\d{1,2}/\d{1,2}/\d{2,4})\s+"));
 /// What a signature block's next line starts with: the signing officer, or the signature.
 static SIGNED_BY: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)^(?:by\s*:|/s/)"));
-/// A word that makes a line an entity's name: a corporate form.
+/// A word that makes a line an entity's name: a legal form, or a word that names a fund, a
+/// trust, a bank or a partnership.
 static ENTITY_WORD: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"(?i)(?:^|[\s,])(?:inc|incorporated|corporation|corp|company|co|llc|l\.l\.c|lcc|ltd|limited|plc|lp|l\.p|llp|sa|s\.a|ag|gmbh|kgaa|nv|n\.v|bv|b\.v|s\.?à\s+r\.?l|sarl|fund|trust|partners|holdings?|bank|n\.a)\.?(?:$|[\s,])",
-    )
+    re(&format!(
+        r"(?i)(?:^|[\s,])(?:{LEGAL_FORMS}|lcc|llp|sa|kgaa|nv|bv|s\.?à\s+r\.?l|sarl|fund|trust|partners|holdings?|bank)\.?(?:$|[\s,])"
+    ))
 });
 
 /// Where no preamble names the parties (a joint filing agreement, a statement "the undersigned"
@@ -2907,6 +2907,11 @@ mod tests {
         assert_eq!(w.orig_range(1, 11), 1..12, "the map back to the original follows");
     }
 
+    /// The rules' party list of `text`, as found.
+    fn parties_raw_of(text: &str) -> Option<String> {
+        extract(text).remove("parties").map(|f| f.raw)
+    }
+
     #[test]
     fn parties_of_a_joint_filing_agreement_from_its_signature_blocks() {
         let t = "Exhibit 99.1\nJOINT FILING AGREEMENT\nThe undersigned hereby agree that the statement on Schedule 13G is filed on behalf of each of the undersigned.\nDATED: April 8, 2020 SCULPTOR CAPITAL LP\n\nBy: /s/ Thomas Sipp\nThomas Sipp\nChief Financial Officer\nSCULPTOR MANAGEMENT, INC. SCULPTOR MANAGEMENT, INC.\nBy: /s/ Thomas Sipp By: /s/ Jane Roe\nChief Financial Officer\nFor D-Beta One GP, LLC\nBy:/s/ Troy J. Rillo, Esq. Date: 4/8/2020\nTroy J. Rillo, Esq.\nDANIEL KRETINSKY\n/s/ Daniel Kretinsky\nTrust\nBy: /s/ Thomas Sipp\n";
@@ -2917,30 +2922,24 @@ mod tests {
         assert!(ev.starts_with("DATED: April 8, 2020 SCULPTOR") && ev.ends_with("DANIEL KRETINSKY"), "{ev:?}");
         // a preamble that names the parties wins over the signature blocks
         let t = "This Agreement is made by and between Acme Inc. (\"Acme\") and Beta LLC (\"Beta\").\nIN WITNESS WHEREOF\nGAMMA CORP.\nBy: /s/ X\nDELTA LTD\nBy: /s/ Y\n";
-        assert_eq!(
-            extract(t).get("parties").map(|f| f.raw.as_str()),
-            Some("Acme Inc. (\"Acme\"); Beta LLC (\"Beta\")")
-        );
+        assert_eq!(parties_raw_of(t).as_deref(), Some("Acme Inc. (\"Acme\"); Beta LLC (\"Beta\")"));
         // two columns of different names on one line
         let t = "The undersigned agree to the joint filing.\nUBS ONCOLOGY IMPACT FUND L.P. ONCOLOGY IMPACT FUND (CAYMAN) MANAGEMENT L.P.\nBy: Oncology Impact Fund (Cayman) Management L.P, By: MPM Oncology Impact Management LP,\n";
         assert_eq!(
-            extract(t).get("parties").map(|f| f.raw.as_str()),
+            parties_raw_of(t).as_deref(),
             Some("UBS ONCOLOGY IMPACT FUND L.P.; ONCOLOGY IMPACT FUND (CAYMAN) MANAGEMENT L.P.")
         );
         // one signing entity is no party list
-        assert!(!extract("The undersigned agree.\nGAMMA CORP.\nBy: /s/ X\n").contains_key("parties"));
+        assert_eq!(parties_raw_of("The undersigned agree.\nGAMMA CORP.\nBy: /s/ X\n"), None);
     }
 
     #[test]
     fn parties_defined_at_the_top_without_a_between() {
         let t = "Exhibit 10.7\nCONSULTING AGREEMENT\nAduro Biotech, Inc., with a place of business at 740 Heinz Avenue, Berkeley, CA 94710 (\u{201c}Aduro\u{201d}) and IREYA B.V having an address at Staalwijkstraat 16, Leiden, the Netherlands, (\u{201c}Consultant\u{201d}) agree to all terms and conditions of this Consulting Agreement (\u{201c}Agreement\u{201d}) dated June 1, 2020.\n1. Services.";
-        assert_eq!(
-            extract(t).get("parties").map(|f| f.raw.as_str()),
-            Some("Aduro Biotech, Inc. (\"Aduro\"); IREYA B.V (\"Consultant\")")
-        );
+        assert_eq!(parties_raw_of(t).as_deref(), Some("Aduro Biotech, Inc. (\"Aduro\"); IREYA B.V (\"Consultant\")"));
         let t = "SOFTWARE HOSTING AGREEMENT\nThis Software Hosting Agreement (the \"Agreement\") is entered into and effective as of the later of the two signature dates below (the \"Effective Date\") INKTOMI CORPORATION (\"Inktomi\"), a California corporation, 1900 South Norfolk Street, San Mateo, California 94403, and MICROSOFT CORPORATION (\"Microsoft\"), a Washington corporation. RECITALS";
         assert_eq!(
-            extract(t).get("parties").map(|f| f.raw.as_str()),
+            parties_raw_of(t).as_deref(),
             Some("INKTOMI CORPORATION (\"Inktomi\"); MICROSOFT CORPORATION (\"Microsoft\")")
         );
     }
