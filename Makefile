@@ -103,7 +103,7 @@ bench: libtorch model
 
 # The whole pipeline on BENCH_DOCS contracts (0: every PDF of BENCH_CORPUS, 35 by default) with
 # a per-stage breakdown, against the forward pass on their chunks in the same run. Last lines:
-# `pipeline_vs_forward X.XX`, `latency_10_pages_s X.X`.
+# `pipeline_vs_forward X.XX` (chunk tokens through the pipeline ÷ the forward rate), `latency_10_pages_s X.X`.
 bench-pipeline: provision build
 	$(CARGO) build -p docpipe-model --example forward_bench
 	source $(SERVICES_ENV) && scripts/bench-pipeline.sh

@@ -106,8 +106,8 @@ pub async fn run(
 }
 
 /// Where the time of this process went, stage by stage (`docpipe_ops::metrics::STAGES`), and
-/// the run's throughput in document tokens (overlap not counted twice) from the first
-/// document's ingest to the last one done. Stages overlap in time: ingest, the model thread,
+/// the run's throughput from the first document's ingest to the last one done, in document
+/// tokens (each chunk's overlap counted once) and in chunk tokens (what the model was given). Stages overlap in time: ingest, the model thread,
 /// the publisher and the aggregator run concurrently.
 async fn print_timings(pool: &PgPool, run_id: Uuid, model: &str) -> Result<()> {
     let m = docpipe_ops::metrics::get();
@@ -136,8 +136,9 @@ async fn print_timings(pool: &PgPool, run_id: Uuid, model: &str) -> Result<()> {
     let (tokens, chunk_tokens, secs) = (tokens.unwrap_or(0), chunk_tokens.unwrap_or(0), secs.unwrap_or(0.0));
     println!(
         "pipeline: {docs} documents done, {tokens} document tokens ({chunk_tokens} in chunks) in {secs:.1} s \
-         from first ingest to last done: {:.1} document tokens/s",
-        tokens as f64 / secs.max(1e-9)
+         from first ingest to last done: {:.1} document tokens/s, {:.1} chunk tokens/s",
+        tokens as f64 / secs.max(1e-9),
+        chunk_tokens as f64 / secs.max(1e-9)
     );
     Ok(())
 }
