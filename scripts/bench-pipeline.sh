@@ -4,9 +4,10 @@
 # pass (`forward_bench`) on full-length chunks of the same contracts, in the same run, with the
 # same threads and dtype. Prints the per-stage breakdown of the pipeline, then
 #   pipeline_vs_forward X.XX   chunk tokens/s through the pipeline ÷ forward tokens/s (the
-#                              issue's arithmetic: the tokens the model was given, each chunk's
-#                              128-token overlap included, as forward_bench counts them); the
-#                              same with document tokens (overlap counted once) printed above it
+#                              tokens the model was given, each chunk's 128-token overlap
+#                              included, as forward_bench counts them: what the pipeline around
+#                              the model costs); the same with document tokens (each overlap
+#                              counted once), pipeline_vs_forward_document_tokens, above it
 #   latency_10_pages_s X.X     one ~10-page contract alone, queued → done, model loaded
 # with that contract's pure forward time (its chunk tokens at the forward rate) beside it.
 # Between the run and the latency run it prints the CPU-seconds each process used over the run.
