@@ -107,8 +107,9 @@ pub async fn run(
 
 /// Where the time of this process went, stage by stage (`docpipe_ops::metrics::STAGES`), and
 /// the run's throughput from the first document's ingest to the last one done, in document
-/// tokens (each chunk's overlap counted once) and in chunk tokens (what the model was given). Stages overlap in time: ingest, the model thread,
-/// the publisher and the aggregator run concurrently.
+/// tokens (each chunk's overlap counted once) and in chunk tokens (what the model was given).
+/// Stages overlap in time: ingest, the model thread, the publisher and the aggregator run
+/// concurrently.
 async fn print_timings(pool: &PgPool, run_id: Uuid, model: &str) -> Result<()> {
     let m = docpipe_ops::metrics::get();
     println!("\nwhere the time went (this process; stages overlap), model {model}:");

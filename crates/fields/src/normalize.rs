@@ -693,9 +693,10 @@ fn find_partial_date(s: &str) -> Option<(i32, Option<u32>)> {
 
 /// The first full calendar date written in `s`, in any of the forms contracts and CUAD use:
 /// `4/6/07` (US order; D/M/Y when the first number is over 12; two-digit years 00–49 → 20xx),
-/// `2007-04-06`, `31.01.2025` (and `20.3.98` as the whole text), `April 6, 2007`, `Sept. 30,
-/// 2019`, `6th April, 2007`, `the 1st day of April, 2007`, `twenty-fifth day of June, 2014`. Dates with an unknown day
-/// (`[]/[]/2009`, `June 2014`) and impossible dates (`2/30/07`) give `None`.
+/// `2007-04-06`, `31.01.2025` (and `20.3.98` as the whole text), `April 6, 2007`,
+/// `Sept. 30, 2019`, `6th April, 2007`, `the 1st day of April, 2007`, `twenty-fifth day of June,
+/// 2014`. Dates with an unknown day (`[]/[]/2009`, `June 2014`) and impossible dates (`2/30/07`)
+/// give `None`.
 pub fn parse_date(s: &str) -> Option<NaiveDate> {
     find_date(&clean(s)).map(|(_, _, d)| d)
 }
