@@ -418,14 +418,23 @@ pub enum Cmd {
         /// document learned as one, for a scorer that reads either).
         #[arg(long, default_value = "contextual", value_parser = ["standalone", "contextual", "both"])]
         embeddings: String,
-        /// Contextual: chunks per document forwarded for their positives, at most.
-        #[arg(long, default_value_t = 3)]
+        /// Contextual: chunks per document forwarded for their positives, at most. `all` (the
+        /// default, how the shipped scorer was trained), with `--random-chunks all`: every
+        /// chunk of every document, so that the presence thresholds are set on whole documents'
+        /// scores (the cache `eval --embeddings contextual` fills); `3` with `--random-chunks 1`
+        /// embeds about 40 % of the chunks (clause-scorer-v4's recipe).
+        #[arg(long, default_value = "all", value_parser = chunk_count)]
         positive_chunks: usize,
-        /// Contextual: chunks per document drawn at random besides, standing for the rest.
-        #[arg(long, default_value_t = 1)]
+        /// Contextual: chunks per document drawn at random besides, standing for the rest
+        /// (`all`: every other chunk).
+        #[arg(long, default_value = "all", value_parser = chunk_count)]
         random_chunks: usize,
         #[arg(long, default_value_t = 20261202)]
         seed: u64,
+        /// Also write every training document's out-of-fold segment scores (per category: the
+        /// best ten, from scorers learned on the other folds) to this TSV, for work on presence.
+        #[arg(long)]
+        out_of_fold: Option<PathBuf>,
         #[command(flatten)]
         ocr: OcrArgs,
         #[command(flatten)]
@@ -609,6 +618,14 @@ pub enum Cmd {
     },
 }
 
+/// A number of chunks, or `all`.
+fn chunk_count(s: &str) -> Result<usize, String> {
+    if s.eq_ignore_ascii_case("all") {
+        return Ok(usize::MAX);
+    }
+    s.parse().map_err(|_| format!("`{s}` is neither a number of chunks nor `all`"))
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
@@ -621,6 +638,14 @@ mod tests {
             Cmd::ExtractFields { decoder, .. } => (decoder.fields_ask_all, decoder.prefix_reuse),
             _ => unreachable!("extract-fields parsed as another command"),
         }
+    }
+
+    #[test]
+    fn chunk_counts_are_numbers_or_all() {
+        assert_eq!(chunk_count("3"), Ok(3));
+        assert_eq!(chunk_count("all"), Ok(usize::MAX));
+        assert!(chunk_count("-1").is_err());
+        assert!(chunk_count("every").unwrap_err().contains("every"));
     }
 
     #[test]

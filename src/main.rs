@@ -187,6 +187,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
             positive_chunks,
             random_chunks,
             seed,
+            out_of_fold,
             ocr,
             worker,
         } => {
@@ -206,7 +207,18 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 }),
                 _ => cmd::train_clauses::Embeddings::Standalone,
             };
-            let opts = cmd::train_clauses::Options { labels, pdfs, out, name, cache, docs, plan, seed, embeddings };
+            let opts = cmd::train_clauses::Options {
+                labels,
+                pdfs,
+                out,
+                name,
+                cache,
+                docs,
+                plan,
+                seed,
+                embeddings,
+                out_of_fold,
+            };
             cmd::train_clauses::run(c, &worker, &ocr, &opts).await
         }
         Cmd::Generate { prompt, prompt_file, system, raw, sampling, max_new_tokens, json_schema, decoder } => {

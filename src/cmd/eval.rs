@@ -81,6 +81,7 @@ pub async fn offline(
         } else {
             train_clauses::Embeddings::Standalone
         },
+        out_of_fold: None,
     };
     // a bad flag fails before anything is embedded
     let artifact = a.clause_scorer.load()?;

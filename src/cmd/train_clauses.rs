@@ -77,6 +77,8 @@ pub struct Options {
     pub plan: Plan,
     pub seed: u64,
     pub embeddings: Embeddings,
+    /// Where to write the training documents' out-of-fold scores, if anywhere.
+    pub out_of_fold: Option<PathBuf>,
 }
 
 fn sha256_file(path: &Path) -> Result<(Vec<u8>, String)> {
@@ -483,11 +485,19 @@ async fn corpus_of(c: &Common, w: &WorkerArgs, ocr: &OcrArgs, o: &Options) -> Re
 
 pub async fn run(c: &Common, w: &WorkerArgs, ocr: &OcrArgs, o: &Options) -> Result<()> {
     let started = Instant::now();
-    let Corpus { docs, queries, labels_sha, pdf_lines, failed, model_name, stats, .. } = corpus(c, w, ocr, o).await?;
+    let Corpus { docs, files, queries, labels_sha, pdf_lines, failed, model_name, stats, .. } =
+        corpus(c, w, ocr, o).await?;
     let t_learn = Instant::now();
     let refs: Vec<&Doc> = docs.iter().collect();
-    let (scorers, estimate) = learn::learn_with_estimate(&refs, &queries);
+    let (scorers, calibration) = learn::learn_with_estimate(&refs, &queries);
     let learn_seconds = t_learn.elapsed().as_secs_f64();
+    if let Some(path) = &o.out_of_fold {
+        let Some((_, oof)) = &calibration else {
+            bail!("--out-of-fold: {} documents are too few to fold", docs.len());
+        };
+        write_out_of_fold(path, &files, &refs, &queries, &scorers, oof)?;
+    }
+    let estimate = calibration.map(|(e, _)| e);
     let artifact = Artifact {
         format: artifact::FORMAT.into(),
         version: artifact::VERSION,
@@ -553,6 +563,42 @@ pub async fn run(c: &Common, w: &WorkerArgs, ocr: &OcrArgs, o: &Options) -> Resu
     }
     writeln!(out, "train_seconds {:.0}", started.elapsed().as_secs_f64())?;
     Ok(())
+}
+
+/// Out-of-fold scores kept per document and category.
+const OUT_OF_FOLD_TOP: usize = 10;
+
+/// One line per training document and category: file, category, whether the document has it
+/// (CUAD's answers), its segments, how many it holds, the final scorer's presence threshold,
+/// and its best out-of-fold scores, descending.
+fn write_out_of_fold(
+    path: &Path,
+    files: &[String],
+    docs: &[&Doc],
+    cats: &[StoredCategory],
+    scorers: &[Scorer],
+    oof: &docpipe_clauses::calibrate::OutOfFold,
+) -> Result<()> {
+    let mut tsv = String::from("file\tcategory\tpresent\tsegments\tembedded\tthreshold\tbest\n");
+    for (i, (file, d)) in files.iter().zip(docs).enumerate() {
+        let total = (0..d.segments.len()).map(|j| d.weight(j)).sum::<f32>().round();
+        for (k, (cat, s)) in cats.iter().zip(scorers).enumerate() {
+            let mut best = oof.scores(i, k).to_vec();
+            best.sort_by(|a, b| b.total_cmp(a));
+            best.truncate(OUT_OF_FOLD_TOP);
+            let best: Vec<String> = best.iter().map(|x| format!("{x:.6}")).collect();
+            let present = u8::from(d.present.contains(&cat.name));
+            let line = format!(
+                "{file}\t{}\t{present}\t{total}\t{}\t{:.6}\t{}\n",
+                cat.name,
+                d.segments.len(),
+                s.threshold,
+                best.join(",")
+            );
+            tsv.push_str(&line);
+        }
+    }
+    write_atomic(path, tsv.as_bytes())
 }
 
 /// `x.json` → `x.json.sha256`, `x.fixture.json`.

@@ -27,7 +27,7 @@ pub const VERSION: u32 = 1;
 /// and `.fixture.json` beside it, and `train-clauses` writes it there by default.
 macro_rules! builtin_name {
     () => {
-        "clause-scorer-v4"
+        "clause-scorer-v5"
     };
 }
 pub const BUILTIN_NAME: &str = builtin_name!();
@@ -269,19 +269,26 @@ mod tests {
         assert!(checked >= 41, "{checked} scores checked");
     }
 
-    /// The sampling plan an artifact records is the one its training used: a contextual one
-    /// records its chunk plan and no segment plan; the shipped v4, from before, still loads.
+    /// The sampling plan an artifact records is the one its training used: the shipped v5
+    /// forwarded every chunk of every document and records no segment plan; a sampled
+    /// contextual plan, and an artifact of v4's time (a segment plan, no chunk plan), read back.
     #[test]
     fn training_records_the_plan_it_used() {
         let (a, _) = builtin().unwrap();
-        assert!(a.training.plan.is_some() && a.training.chunk_plan.is_none());
+        assert_eq!(a.training.chunk_plan, Some(crate::train::ChunkPlan::WHOLE));
+        assert!(a.training.plan.is_none());
         let mut b = a.clone();
-        b.training.plan = None;
         b.training.chunk_plan = Some(crate::train::ChunkPlan { positive_chunks: 3, random_chunks: 1 });
         let json = String::from_utf8(b.to_json()).unwrap();
         assert!(json.contains(r#""chunk_plan":{"positive_chunks":3,"random_chunks":1}"#), "{}", &json[..400]);
         assert!(!json.contains(r#""plan":"#));
         assert_eq!(Artifact::from_json(json.as_bytes(), "x.json").unwrap(), b);
+        let mut v4 = a.clone();
+        v4.training.chunk_plan = None;
+        v4.training.plan = Some(crate::train::Plan { max_tokens: 2500, per_category: 2, negatives: 8 });
+        let json = String::from_utf8(v4.to_json()).unwrap();
+        assert!(!json.contains(r#""chunk_plan":"#));
+        assert_eq!(Artifact::from_json(json.as_bytes(), "v4.json").unwrap(), v4);
     }
 
     #[test]

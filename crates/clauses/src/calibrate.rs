@@ -16,9 +16,10 @@
 //!
 //! where `F` is the distribution of the category's scores over the randomly drawn segments of
 //! all training documents, each counted for the segments it stands for (positives of the
-//! category left out). The threshold maximises the expected F-beta of presence against the
-//! documents' answers ([`BETA`]). A document holding all its segments has `r = 0`: the model is
-//! then the plain best score.
+//! category left out). The thresholds of all categories are chosen together, for the expected
+//! precision of presence against the documents' answers over all categories ([`PRECISION`]),
+//! with as much recall as that leaves ([`OutOfFold::thresholds`]). A document holding all its
+//! segments has `r = 0`: the model is then the plain best score.
 
 use crate::gold::{has, Doc};
 use crate::scorer::Scorer;
@@ -28,10 +29,14 @@ use crate::stored::StoredCategory;
 pub const FOLDS: usize = 5;
 /// Fewer training documents than this: thresholds are set on the training scores themselves.
 pub const MIN_DOCUMENTS: usize = 10;
-/// Presence thresholds maximise F-beta at this beta: a false "present" costs as much as
-/// 1/beta² = 4 misses. Users filter contracts on presence ("every contract with a non-compete"),
-/// and a list padded with contracts that lack the clause costs more than one missing a few.
-pub const BETA: f64 = 0.5;
+/// The precision of presence the thresholds aim at, over all categories together (issue 21's
+/// target). Users filter contracts on presence ("every contract with a non-compete"), and a
+/// list padded with contracts that lack the clause costs more than one missing a few.
+pub const PRECISION: f64 = 0.90;
+/// Prices of a false positive, in true positives, tried in order ([`OutOfFold::thresholds`]).
+pub const LAMBDAS: &[f64] = &[0.25, 0.5, 0.75, 1.0, 1.125, 1.25, 1.375, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 6.0, 8.0];
+/// The threshold of a category never answered present: above every score.
+pub const NEVER_PRESENT: f32 = 1.0;
 
 /// Per training document, per category, the score of each of its segments by scorers learned
 /// on the other folds (document `i` is in fold `i % FOLDS`).
@@ -141,6 +146,11 @@ impl OutOfFold {
         self.covered.get(k).copied().unwrap_or(false)
     }
 
+    /// Document `i`'s out-of-fold scores of category `k`, one per segment it holds.
+    pub fn scores(&self, i: usize, k: usize) -> &[f32] {
+        self.scores.get(i).and_then(|d| d.get(k)).map_or(&[], Vec::as_slice)
+    }
+
     fn folds(&self) -> usize {
         FOLDS.min(self.scores.len()).max(2)
     }
@@ -170,32 +180,79 @@ impl OutOfFold {
         (tp, fp, fn_)
     }
 
-    /// Category `k`'s presence threshold: the one maximising the expected F-beta over the
-    /// documents (see the module docs).
-    pub fn threshold(&self, docs: &[&Doc], k: usize, cat: &str) -> f32 {
+    /// Category `k`'s candidate thresholds, ascending, each with the expected presence counts
+    /// (tp, fp, fn) over the documents: every document's best score, and the upper tail of the
+    /// drawn segments'.
+    fn candidates(&self, docs: &[&Doc], k: usize, cat: &str) -> Vec<(f32, (f64, f64, f64))> {
         let best = self.best(docs, k);
         let bg = Background::new(docs, &self.scores, k, cat);
-        // candidates: every document's best score, and the upper tail of the drawn segments'
         let mut candidates: Vec<f32> = best.iter().map(|b| b.0).filter(|s| s.is_finite()).collect();
         let tail = bg.cdf.partition_point(|p| p.1 < 0.9 * bg.total);
         candidates.extend(bg.cdf[tail..].iter().map(|p| p.0));
         candidates.sort_by(|a, b| a.total_cmp(b));
         candidates.dedup();
-        let b2 = BETA * BETA;
-        let mut choice = (f64::NEG_INFINITY, 0usize);
-        for (j, &t) in candidates.iter().enumerate() {
-            let (tp, fp, fn_) = Self::expected(docs, cat, &best, &bg, t);
-            let f = (1.0 + b2) * tp / ((1.0 + b2) * tp + b2 * fn_ + fp).max(1e-9);
-            if f > choice.0 {
-                choice = (f, j);
+        candidates.into_iter().map(|t| (t, Self::expected(docs, cat, &best, &bg, t))).collect()
+    }
+
+    /// The presence thresholds of categories `ks`, chosen together for the precision of
+    /// presence over all of them ([`PRECISION`]): for a price `lambda` of a false positive,
+    /// each category's threshold maximises its expected true positives less `lambda` times its
+    /// false positives (none present, if no threshold gains anything); `lambda` is the
+    /// smallest on [`LAMBDAS`] whose thresholds reach `PRECISION` over all categories' expected
+    /// counts (the largest, if none does). One price for all categories puts each category's
+    /// last "present" where it costs the others least, rather than each category at its own
+    /// best trade-off: a category that is hard to tell (few clean positives) then answers
+    /// "present" less often, an easy one more.
+    pub fn thresholds(&self, docs: &[&Doc], cats: &[StoredCategory], ks: &[usize]) -> Vec<(usize, f32)> {
+        let candidates: Vec<Vec<(f32, (f64, f64, f64))>> =
+            ks.iter().map(|&k| self.candidates(docs, k, &cats[k].name)).collect();
+        // per category at price `lambda`: the chosen candidate (None: never present) and its counts
+        let choose = |c: &[(f32, (f64, f64, f64))], lambda: f64| {
+            let none = c.last().map_or((0.0, 0.0, 0.0), |l| (0.0, 0.0, l.1 .0 + l.1 .2));
+            let mut choice = (0.0, None, none);
+            for (j, &(_, (tp, fp, fn_))) in c.iter().enumerate() {
+                let gain = tp - lambda * fp;
+                if gain > choice.0 {
+                    choice = (gain, Some(j), (tp, fp, fn_));
+                }
+            }
+            (choice.1, choice.2)
+        };
+        let at = |lambda: f64| -> (Vec<Option<usize>>, f64) {
+            let (mut tp, mut fp) = (0.0, 0.0);
+            let picks = candidates
+                .iter()
+                .map(|c| {
+                    let (j, counts) = choose(c, lambda);
+                    tp += counts.0;
+                    fp += counts.1;
+                    j
+                })
+                .collect();
+            (picks, tp / (tp + fp).max(1e-9))
+        };
+        let mut picks = at(LAMBDAS[LAMBDAS.len() - 1]).0;
+        for &lambda in LAMBDAS {
+            let (p, precision) = at(lambda);
+            if precision >= PRECISION {
+                picks = p;
+                break;
             }
         }
-        // halfway down to the next candidate: the same documents are above it, with a margin
-        match (choice.1.checked_sub(1).and_then(|j| candidates.get(j)), candidates.get(choice.1)) {
-            (Some(&lower), Some(&t)) => (lower + t) / 2.0,
-            (None, Some(&t)) => t,
-            _ => 1.0,
-        }
+        ks.iter()
+            .zip(&candidates)
+            .zip(picks)
+            .map(|((&k, c), j)| {
+                // halfway down to the next candidate: the same documents are above it, with a
+                // margin; never present: above every score
+                let t = match j {
+                    Some(0) => c[0].0,
+                    Some(j) => (c[j - 1].0 + c[j].0) / 2.0,
+                    None => NEVER_PRESENT,
+                };
+                (k, t)
+            })
+            .collect()
     }
 
     /// Expected presence counts at `scorers`' thresholds over the out-of-fold scores.
@@ -256,7 +313,7 @@ mod tests {
         let refs: Vec<&Doc> = docs.iter().collect();
         let oof = OutOfFold::new(&refs, &cats_a(), |_| vec![identity()]);
         assert!(oof.covers(0), "every fold's learner has present documents");
-        let t = oof.threshold(&refs, 0, "A");
+        let t = oof.thresholds(&refs, &cats_a(), &[0])[0].1;
         assert!(t > 0.3 && t <= 0.8, "{t}");
         let e = oof.estimate(&refs, &cats_a(), &[Scorer { threshold: t, ..identity() }]);
         assert_eq!((e.tp, e.fp, e.fn_), (5.0, 0.0, 0.0));
@@ -275,7 +332,7 @@ mod tests {
         docs.extend((0..10).map(|i| absent(if i == 0 { 0.66 } else { 0.5 })));
         let refs: Vec<&Doc> = docs.iter().collect();
         let oof = OutOfFold::new(&refs, &cats_a(), |_| vec![identity()]);
-        let t = oof.threshold(&refs, 0, "A");
+        let t = oof.thresholds(&refs, &cats_a(), &[0])[0].1;
         assert!(t > 0.66 && t <= 0.7, "{t}");
         // the absent documents' expected false positives at 0.65 are many, at t none
         let cats = cats_a();
@@ -283,6 +340,59 @@ mod tests {
         assert!(at(0.65).fp > 5.0, "{:?}", at(0.65));
         assert!(at(t).fp < 0.5, "{:?}", at(t));
         assert_eq!(at(t).tp, 10.0);
+    }
+
+    #[test]
+    fn thresholds_are_chosen_together_for_the_precision_over_all_categories() {
+        // A is easy: present documents score 0.8, absent ones 0.3. B is hard: of its ten
+        // present documents two score 0.9 and eight 0.6, and eight of the ten absent ones score
+        // 0.6 too. Alone, B's best trade-off is 0.6 (10 found, 8 false); with A, that puts the
+        // precision over both at 20/28, below PRECISION, so B answers only where it is sure.
+        let seg =
+            |i: usize, a: f32, b: f32| Segment { index: i, chars: i..i + 1, embedding: vec![a, b], terms: vec![] };
+        let docs: Vec<Doc> = (0..20)
+            .map(|i| {
+                let present = i % 2 == 0;
+                let a = if present { 0.8 } else { 0.3 };
+                let b = match (present, i / 2) {
+                    (true, 0 | 1) => 0.9,
+                    (false, 8 | 9) => 0.2,
+                    _ => 0.6,
+                };
+                let names = ["A", "B"].map(String::from);
+                let (positives, gold, present) = if present {
+                    (
+                        names.iter().map(|n| (n.clone(), BTreeSet::from([0]))).collect(),
+                        names.iter().map(|n| (n.clone(), vec![vec![0]])).collect(),
+                        names.iter().cloned().collect(),
+                    )
+                } else {
+                    Default::default()
+                };
+                Doc { segments: vec![seg(0, a, b)], gold, positives, present, weights: vec![] }
+            })
+            .collect();
+        let refs: Vec<&Doc> = docs.iter().collect();
+        let cats = vec![
+            StoredCategory { name: "A".into(), query: vec![1.0, 0.0] },
+            StoredCategory { name: "B".into(), query: vec![0.0, 1.0] },
+        ];
+        let pick = |w: Vec<f32>| Scorer { weights: w, ..identity() };
+        let oof = OutOfFold::new(&refs, &cats, |_| vec![pick(vec![1.0, 0.0]), pick(vec![0.0, 1.0])]);
+        let t = oof.thresholds(&refs, &cats, &[0, 1]);
+        assert_eq!(t.iter().map(|p| p.0).collect::<Vec<_>>(), vec![0, 1]);
+        assert!(t[0].1 > 0.3 && t[0].1 <= 0.8, "{t:?}");
+        assert!(t[1].1 > 0.6 && t[1].1 <= 0.9, "{t:?}");
+        let scorers: Vec<Scorer> = [pick(vec![1.0, 0.0]), pick(vec![0.0, 1.0])]
+            .into_iter()
+            .zip(&t)
+            .map(|(s, &(_, threshold))| Scorer { threshold, ..s })
+            .collect();
+        let e = oof.estimate(&refs, &cats, &scorers);
+        assert_eq!((e.tp, e.fp, e.fn_), (12.0, 0.0, 8.0));
+        // B alone has no other category to spend precision on: it is held to PRECISION too
+        let alone = oof.thresholds(&refs, &cats, &[1]);
+        assert!(alone[0].1 > 0.6, "{alone:?}");
     }
 
     #[test]

@@ -391,21 +391,23 @@ pub fn learn(docs: &[&Doc], cats: &[StoredCategory]) -> Vec<Scorer> {
 
 /// [`learn`], and what the out-of-fold scores say to expect of the scorers on documents they
 /// were not learned from (`None` with too few documents for folds).
-pub fn learn_with_estimate(docs: &[&Doc], cats: &[StoredCategory]) -> (Vec<Scorer>, Option<calibrate::Estimate>) {
+pub fn learn_with_estimate(
+    docs: &[&Doc],
+    cats: &[StoredCategory],
+) -> (Vec<Scorer>, Option<(calibrate::Estimate, calibrate::OutOfFold)>) {
     let mut scorers = fit(docs, cats);
     if docs.len() < calibrate::MIN_DOCUMENTS {
         return (scorers, None);
     }
     let oof = calibrate::OutOfFold::new(docs, cats, |train| fit(train, cats));
-    for (k, s) in scorers.iter_mut().enumerate() {
-        // a category without positives stays never present; one that some fold's learner
-        // never saw keeps its threshold on the training documents
-        if s.bias != Some(NEVER) && oof.covers(k) {
-            s.threshold = oof.threshold(docs, k, &cats[k].name);
-        }
+    // a category without positives stays never present; one that some fold's learner never
+    // saw keeps its threshold on the training documents
+    let ks: Vec<usize> = (0..scorers.len()).filter(|&k| scorers[k].bias != Some(NEVER) && oof.covers(k)).collect();
+    for (k, t) in oof.thresholds(docs, cats, &ks) {
+        scorers[k].threshold = t;
     }
     let estimate = oof.estimate(docs, cats, &scorers);
-    (scorers, Some(estimate))
+    (scorers, Some((estimate, oof)))
 }
 
 /// Every category's scorer learned from `docs`, presence thresholds maximising F1 on `docs`
