@@ -630,7 +630,7 @@ fn chunk_count(s: &str) -> Result<usize, String> {
 mod tests {
     use clap::Parser;
 
-    use super::{Cli, Cmd};
+    use super::{chunk_count, Cli, Cmd};
 
     fn ask_all(args: &[&str]) -> (bool, bool) {
         let cli = Cli::try_parse_from(["docpipe", "extract-fields"].iter().chain(args)).expect("the flags parse");
