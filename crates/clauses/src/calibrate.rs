@@ -206,39 +206,28 @@ impl OutOfFold {
     pub fn thresholds(&self, docs: &[&Doc], cats: &[StoredCategory], ks: &[usize]) -> Vec<(usize, f32)> {
         let candidates: Vec<Vec<(f32, (f64, f64, f64))>> =
             ks.iter().map(|&k| self.candidates(docs, k, &cats[k].name)).collect();
-        // per category at price `lambda`: the chosen candidate (None: never present) and its counts
+        // per category at price `lambda`: the chosen candidate (None: never present), its tp, fp
         let choose = |c: &[(f32, (f64, f64, f64))], lambda: f64| {
-            let none = c.last().map_or((0.0, 0.0, 0.0), |l| (0.0, 0.0, l.1 .0 + l.1 .2));
-            let mut choice = (0.0, None, none);
-            for (j, &(_, (tp, fp, fn_))) in c.iter().enumerate() {
-                let gain = tp - lambda * fp;
-                if gain > choice.0 {
-                    choice = (gain, Some(j), (tp, fp, fn_));
+            let mut choice = (0.0, None, 0.0, 0.0);
+            for (j, &(_, (tp, fp, _))) in c.iter().enumerate() {
+                if tp - lambda * fp > choice.0 {
+                    choice = (tp - lambda * fp, Some(j), tp, fp);
                 }
             }
-            (choice.1, choice.2)
+            (choice.1, choice.2, choice.3)
         };
         let at = |lambda: f64| -> (Vec<Option<usize>>, f64) {
-            let (mut tp, mut fp) = (0.0, 0.0);
-            let picks = candidates
-                .iter()
-                .map(|c| {
-                    let (j, counts) = choose(c, lambda);
-                    tp += counts.0;
-                    fp += counts.1;
-                    j
-                })
-                .collect();
-            (picks, tp / (tp + fp).max(1e-9))
+            let picks: Vec<_> = candidates.iter().map(|c| choose(c, lambda)).collect();
+            let (tp, fp) = picks.iter().fold((0.0, 0.0), |(tp, fp), p| (tp + p.1, fp + p.2));
+            (picks.into_iter().map(|p| p.0).collect(), tp / (tp + fp).max(1e-9))
         };
-        let mut picks = at(LAMBDAS[LAMBDAS.len() - 1]).0;
-        for &lambda in LAMBDAS {
-            let (p, precision) = at(lambda);
-            if precision >= PRECISION {
-                picks = p;
-                break;
-            }
-        }
+        let last = LAMBDAS[LAMBDAS.len() - 1];
+        let picks = LAMBDAS
+            .iter()
+            .map(|&lambda| at(lambda))
+            .find(|(_, precision)| *precision >= PRECISION)
+            .unwrap_or_else(|| at(last))
+            .0;
         ks.iter()
             .zip(&candidates)
             .zip(picks)
