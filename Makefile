@@ -72,8 +72,9 @@ eval-fields: provision decoder build
 
 # Train the shipped clause scorer (crates/clauses/scorers/) on CUAD's training contracts; the
 # embedded segments are cached, so an interrupted run resumes. No services needed. Every chunk of
-# every contract is embedded (7.6 M tokens for the 430: 47 min on a 2-core AMX Xeon, about 2 h 20
-# where the model runs at ~930 tokens/s); TRAIN_FLAGS="--positive-chunks 3 --random-chunks 1"
+# every contract is embedded (7.6 M tokens for the 430: 47 min in all on a 2-core AMX Xeon; the
+# embedding alone ~2 h 15 min where the model runs at ~930 tokens/s);
+# TRAIN_FLAGS="--positive-chunks 3 --random-chunks 1"
 # embeds about 40 % of them (clause-scorer-v4's recipe; docs/clause-scorer.md).
 TRAIN_LABELS ?= ../shared/corpus/cuad-train/cuad_labels.tsv
 TRAIN_PDFS ?= ../shared/corpus/cuad-train

@@ -7,7 +7,7 @@ TRAIN.tsv: `docpipe train-clauses --positive-chunks all --random-chunks all --ou
 TRAIN.tsv` (every segment of every training document, scored by scorers learned on the other
 folds); TEST.tsv: `score_cached.py` on documents the scorer was not learned from. Prints pooled
 presence precision and recall (over documents x categories) on both, for: the scorer's own
-thresholds; thresholds chosen together at a price lambda of a false positive (each category
+thresholds (and per category, on TRAIN); thresholds chosen together at a price lambda of a false positive (each category
 maximising true positives - lambda x false positives); a document-level logistic regression per
 category on the five best scores (log-odds) and the number of segments, at several cut-offs,
 and with lambda-chosen cut-offs. Needs numpy and scikit-learn.
@@ -36,6 +36,8 @@ def pr(pred,y):
     return f"P {tp/max(tp+fp,1):.3f} R {tp/max(tp+fn,1):.3f} (tp {tp} fp {fp} fn {fn})"
 lt=np.array([logit(t) for t in thr])
 print("the scorer's thresholds: train", pr(btr[:,:,0]>=lt, ytr), "| test", pr(bte[:,:,0]>=lt, yte))
+for k in np.argsort([-ytr[:,k].sum() for k in range(len(cats))], kind="stable"):
+    print(f"  train, {cats[k]}:", pr(btr[:,k,0]>=lt[k], ytr[:,k]))
 # Lagrangian thresholds on train best scores
 def lag(lam, s, y):
     K=s.shape[1]; cut=np.full(K,np.inf)
