@@ -1385,7 +1385,7 @@ static AD_BAD_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
 /// April 1, 2017", "have previously entered into the Agreement dated ...").
 static AD_OTHER_AGREEMENT: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r#"(?i)(?:\b(?:to|under|of|amends?|amending|amend|modif(?:y|ies)|supplements?|replaces?)\s+(?:the|that\s+certain|that|a|an|said)\s+(?:[\w&,'"()-]+\s+){0,10}?(?:agreement|contract|lease|license)\b(?:\s*\([^)]{0,40}\))?\s*,?\s*|\bpreviously\s+(?:entered\s+into|executed|signed)\b[^.;]{0,60}?)\b(?:dated|entered\s+into|made|executed|signed|effective)\b[^.;]{0,30}$"#,
+        r#"(?i)(?:\b(?:to|under|of|(?:entered|enter|enters)\s+into|amends?|amending|amend|modif(?:y|ies)|supplements?|replaces?)\s+(?:the|that\s+certain|that|a|an|said)\s+(?:[\w&,'"()-]+\s+){0,10}?(?:agreement|contract|lease|license)\b(?:\s*\([^)]{0,40}\))?\s*,?\s*|\bpreviously\s+(?:entered\s+into|executed|signed)\b[^.;]{0,60}?)\b(?:dated|entered\s+into|made|executed|signed|effective)\b[^.;]{0,30}$"#,
     )
 });
 /// A date of some other document that the text mentions in passing ("that certain
@@ -1394,7 +1394,7 @@ static AD_OTHER_AGREEMENT: LazyLock<Regex> = LazyLock::new(|| {
 /// Goods dated 11 April 1980").
 static AD_OTHER_DOCUMENT: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)(?:\bthat\s+certain\b|\bsupersed\w*|\breplac\w*|\bprior\b|\bprevious\w*|\boriginal\w*|\bexisting\b|\bmemorandum\b|\bletter\b|\bnon-?disclosure\b|\bconfidentiality\s+agreement\b|\bbetween\s+them\b|\bpurchase\s+order\b|\binvoice\b|\bnotice\b|\bconvention\b|\btreaty\b)[^.;]{0,80}\bdated\s*:?\s*(?:as\s+of\s+)?(?:(?:this|the)\s+)?$",
+        r"(?i)(?:\bthat\s+certain\b|\bsupersed\w*|\breplac\w*|\bprior\b|\bprevious\w*|\boriginal\w*|\bexisting\b|\bmemorandum\b|\bletter\b|\bnon-?disclosure\b|\bconfidentiality\s+agreement\b|\bbetween\s+them\b|\bpurchase\s+order\b|\binvoice\b|\b(?:promissory|demand|convertible|secured)\s+notes?\b|\bnotice\b|\bconvention\b|\btreaty\b)[^.;]{0,80}\bdated\s*:?\s*(?:as\s+of\s+)?(?:(?:this|the)\s+)?$",
     )
 });
 static AD_DATED_ANY: LazyLock<Regex> = LazyLock::new(|| {
@@ -1661,13 +1661,13 @@ static TERM_OR_AGREEMENT: LazyLock<Regex> =
 /// below (the "Effective Date")").
 static ED_ON_SIGNATURE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r#"(?i)\b(?:effective|takes?\s+effect|enters?\s+into\s+(?:force|effect)|comes?\s+into\s+(?:force|effect)|becomes?\s+effective|(?:will|shall)\s+(?:begin|commence))\b[^.;]{0,40}?\b(?:(?:the\s+)?last\s+date\s+signed|(?:the\s+)?date\s+of\s+(?:its\s+|the\s+)?(?:(?:last|final|most\s+recent)\s+(?:final\s+)?)?signature|(?:the\s+)?date\s+of\s+signed\s+acceptance|(?:the\s+)?signatures?\s+and\s+seals?|upon\s+(?:the\s+)?signatures?\b|(?:when|upon|on\s+the\s+date)\s+(?:it\s+is\s+|this\s+agreement\s+is\s+|this\s+agreement\s+has\s+been\s+)?(?:signed|executed)\s+by\s+(?:both|all|each|the)\b|(?:the\s+)?later\s+of\s+the\s+(?:two\s+)?(?:signature\s+)?dates\b|(?:as\s+of\s+|on\s+)the\s+date\s+(?:set\s+forth|noted|indicated|shown|stated)\s+below)|\bas\s+of\s+the\s+date\s+(?:set\s+forth|noted|indicated|shown|stated)\s+below\s*\(\s*(?:the\s+|this\s+)?["“]?effective\s+date"#,
+        r#"(?i)\b(?:effective|takes?\s+effect|enters?\s+into\s+(?:force|effect)|comes?\s+into\s+(?:force|effect)|becomes?\s+effective|(?:will|shall)\s+(?:begin|commence))\b[^.;]{0,40}?\b(?:(?:the\s+)?last\s+date\s+signed|(?:the\s+)?date\s+of\s+(?:its\s+|the\s+)?(?:(?:last|final|most\s+recent)\s+(?:final\s+)?)?signature|(?:the\s+)?date\s+of\s+signed\s+acceptance|(?:the\s+)?signatures?\s+and\s+seals?|upon\s+(?:the\s+)?signatures?\b|(?:when|upon|on\s+the\s+date)\s+(?:it\s+is\s+|this\s+agreement\s+is\s+|this\s+agreement\s+has\s+been\s+)?(?:signed|executed)\s+by\s+(?:both|all|each|the)\b|(?:the\s+)?later\s+of\s+the\s+(?:two\s+)?(?:signature\s+)?dates\b|(?:as\s+of\s+|on\s+)the\s+(?:(?:latest|last|later)\s+)?date\s+(?:set\s+forth|noted|indicated|shown|stated|referenced)\s+(?:on\s+the\s+signature\s+pages?\s+)?below)|\bas\s+of\s+the\s+(?:(?:latest|last|later)\s+)?date\s+(?:set\s+forth|noted|indicated|shown|stated|referenced)\s+(?:on\s+the\s+signature\s+pages?\s+)?below\s*\(\s*(?:the\s+|this\s+)?["“]?effective\s+date"#,
     )
 });
 /// The effective date is the agreement's own date.
 static ED_SAME_AS_AGREEMENT: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r#"(?i)"?\b(?:effective|commencement)\s+date"?\)?\s*(?:shall\s+)?(?:mean|means|is|shall\s+be)\s+the\s+date\s+(?:first\s+)?(?:above\s+written|written\s+above|set\s+forth\s+above|(?:first\s+)?(?:written|set\s+forth)\s+above|hereof|of\s+this\s+agreement)|\b(?:effective|into\s+force|into\s+effect|(?:this\s+agreement|the\s+term|initial\s+term)\b(?:[^.;()]|\([^()]{0,30}\)){0,60}?\b(?:commence|commences|commencing|begin|begins|beginning))\s+(?:as\s+of\s+|on\s+|from\s+|upon\s+)?(?:the\s+)?(?:date\s+(?:first\s+)?(?:above\s+written|written\s+above|set\s+forth\s+above|hereof|of\s+(?:the\s+|this\s+)?agreement|of\s+execution(?:\s+(?:hereof|of\s+this\s+agreement))?)|first\s+date\s+(?:above\s+written|written\s+above)|day\s+and\s+year\s+first\s+(?:above\s+written|written\s+above)|execution\s+date|execution\s+of\s+this\s+(?:agreement|document))"#,
+        r#"(?i)"?\b(?:effective|commencement)\s+date"?\)?\s*(?:shall\s+)?(?:mean|means|is|shall\s+be)\s+the\s+date\s+(?:first\s+)?(?:above\s+written|written\s+above|set\s+forth\s+above|(?:first\s+)?(?:written|set\s+forth)\s+above|hereof|of\s+this\s+agreement)|\b(?:effective|into\s+force|into\s+effect|(?:this\s+agreement|the\s+"?term|initial\s+"?term)\b(?:[^.;()]|\([^()]{0,30}\)){0,60}?\b(?:commence|commences|commencing|begin|begins|beginning))\s+(?:as\s+of\s+|on\s+|from\s+|upon\s+)?(?:the\s+)?(?:date\s+(?:first\s+)?(?:above\s+written|written\s+above|set\s+forth\s+above|hereof|of\s+(?:the\s+|this\s+)?agreement|of\s+execution(?:\s+(?:hereof|of\s+this\s+agreement))?)|first\s+date\s+(?:above\s+written|written\s+above)|day\s+and\s+year\s+first\s+(?:above\s+written|written\s+above)|execution\s+date|execution\s+of\s+this\s+(?:agreement|document))"#,
     )
 });
 
@@ -3148,6 +3148,7 @@ mod tests {
             "The term of this Agreement (the \"Term\") will begin on the date hereof (the \"Commencement Date\").",
             "This agreement commences upon execution of this document.",
             "Commencement Date means the date of this Agreement.",
+            "The \"Term\" shall begin on the date hereof and shall expire December 31, 2023.",
         ] {
             assert_eq!(get(&format!("{head}{tail}"), "effective_date").as_deref(), Some("March 3, 2003"), "{tail}");
         }
@@ -3295,6 +3296,16 @@ mod tests {
     }
 
     #[test]
+    fn agreement_date_skips_the_dates_of_agreements_and_notes_a_recital_names() {
+        // a recital's agreement ("entered into a … Agreement dated") and a promissory note are
+        // other documents; the signature line dates this one
+        let text = "ENDORSEMENT AGREEMENT WHEREAS, A Inc. and the Trust entered into a Split Dollar Agreement, dated as of December 5, 1995 (the \"Split Dollar Agreement\"); and WHEREAS, the loans are represented by a Demand Note, dated December 5, 1995, between A Inc. and the Trust. IN WITNESS WHEREOF, the parties hereto have executed this Agreement as of this 4th day of April, 2003.";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("4th day of April, 2003"));
+        let text = "WHEREAS, A and B have entered into an Option Agreement dated June 28, 2011 relating to the product. This Collaboration Agreement is dated February 10, 2012.";
+        assert_eq!(get(text, "agreement_date").as_deref(), Some("February 10, 2012"));
+    }
+
+    #[test]
     fn effective_date_defined_by_an_event() {
         let head = "DISTRIBUTION AGREEMENT between A Inc. (\"A\") and B LLC (\"B\"). ";
         for (tail, event) in [
@@ -3366,6 +3377,8 @@ mod tests {
             "(c) This Agreement shall be effective on the date of signed acceptance (\"Effective Date\") by MMMW.",
             "This Services Agreement is entered into as of the date noted below (the \"Effective Date\") between A, Inc. (\"Company\") and B, Inc. (\"Customer\").",
             "IN WITNESS WHEREOF, each party hereto has caused this agreement to be executed and effective as of the date set forth below.",
+            "This Agreement is made and entered into as of the latest date referenced on the signature page below (the \"Effective Date\"), by and between A, LLC (\"Owner\") and B, Inc.",
+            "INTENDING TO BE LEGALLY BOUND, the parties have signed this Agreement effective as of the latest date set forth below.",
         ] {
             assert_eq!(get(&format!("{term}{block}"), "effective_date").as_deref(), Some("August 08, 2018"), "{term}");
         }
