@@ -2286,7 +2286,7 @@ fn notice_period(w: &Work, renewal: Option<&Renewal>) -> Option<Found> {
 
 static GL_LAWS: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\blaws?(?:\s+and\s+(?:judicial\s+)?decisions)?(?:\s*,[^,;.]{3,80},)?\s+(?:of|in\s+force\s+in|in\s+force\s+of|in|applicable\s+in|prevailing\s+in|of\s+and\s+in)\s+|\blaws\s+(?:the\s+)?state\s+of\s+",
+        r"(?i)\b(?:laws?|legislation)(?:\s+and\s+(?:judicial\s+)?decisions)?(?:\s*,[^,;.]{3,80},)?\s+(?:of|in\s+force\s+in|in\s+force\s+of|in|applicable\s+in|prevailing\s+in|of\s+and\s+in)\s+|\blaws\s+(?:the\s+)?state\s+of\s+",
     )
 });
 static GL_CONTEXT: LazyLock<Regex> = LazyLock::new(|| {
@@ -2296,7 +2296,7 @@ static GL_CONTEXT: LazyLock<Regex> = LazyLock::new(|| {
 });
 static GL_STRONG: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\bgovern(?:ed|ing|s)?\b|\bconstrued\b|\bcontrolled\s+by\b|\blaws?\s+of\s+[^.;]{3,60}\b(?:shall\s+apply|applies)\b",
+        r"(?i)\bgovern(?:ed|ing|s)?\b|\bconstrued\b|\bcontrolled\s+by\b|\b(?:laws?|legislation)\s+of\s+[^.;]{3,60}\b(?:shall\s+apply|applies)\b",
     )
 });
 static GL_BAD_BEFORE: LazyLock<Regex> = LazyLock::new(|| {
@@ -3609,6 +3609,8 @@ mod tests {
         assert_eq!(get(text, "governing_law").as_deref(), Some("England and Wales"));
         let text = "This Agreement shall be governed by English law.";
         assert_eq!(get(text, "governing_law").as_deref(), Some("English"));
+        let text = "22.1 Effective legislation of the Republic of Kazakhstan shall apply to any relations of the Parties arising out of this Contract.";
+        assert_eq!(get(text, "governing_law").as_deref(), Some("the Republic of Kazakhstan"));
     }
 
     #[test]
