@@ -2081,6 +2081,13 @@ static RN_DURATION: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)\b(?P<verb>renew\w*|extend(?:s|ed)?|extension|continu\w*)\b(?P<gap>[^.;]{0,80}?)\b(?:for|of|by|on)\s+(?:an?\s+|each\s+|another\s+|one\s*(?:\(\s*1\s*\)\s*)?(?:more\s+)?)?(?P<raw>(?P<mods>(?:(?:successive|additional|consecutive|subsequent|further|like|automatic|identical|similar|renewal|extension)[\s,]+)*)(?:(?:terms?|periods?)\s+of\s+)?(?:an?\s+)?{DUR}(?:[\s-]+(?:renewal\s+|extension\s+)?(?:terms?|periods?|increments?|intervals?|basis))?)",
     )
 });
+/// "extend for an additional month", "extended by one further year": one of the unit, the
+/// number left out.
+static RN_BARE_UNIT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?P<verb>renew\w*|extend(?:s|ed)?|extension)\b(?P<gap>[^.;]{0,80}?)\b(?:for|by)\s+(?:an?|one|another)\s+(?P<raw>(?P<mods>(?:(?:additional|further|successive|subsequent|consecutive)\s+)+)(?P<unit>year|month)\b)",
+    )
+});
 /// "on a year to year basis", "annual renewals", "renew annually".
 static RN_YEARLY: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -2144,7 +2151,7 @@ static RN_TOPIC: LazyLock<Regex> =
 fn renewal_term(w: &Work, initial_term: Option<&str>) -> Option<Renewal> {
     // (is automatic, position, raw, sentence)
     let mut cands: Vec<(bool, usize, String, Range<usize>)> = Vec::new();
-    for c in RN_DURATION.captures_iter(&w.s) {
+    for c in RN_DURATION.captures_iter(&w.s).chain(RN_BARE_UNIT.captures_iter(&w.s)) {
         let (Some(all), Some(raw)) = (c.get(0), c.name("raw")) else { continue };
         let gap = c.name("gap").map_or("", |g| g.as_str());
         if RN_GAP_BAD.is_match(gap) {
@@ -2166,6 +2173,10 @@ fn renewal_term(w: &Work, initial_term: Option<&str>) -> Option<Renewal> {
             continue;
         }
         let mut raw = raw.as_str().trim().trim_end_matches([',', ' ']).to_string();
+        // "extend for an additional month", "extended by one further year": one of the unit
+        if let Some(unit) = c.name("unit") {
+            raw = format!("{mods} 1 {}", unit.as_str().to_lowercase());
+        }
         // "renewed automatically on a five (5) year basis": successive five-year renewals.
         if let Some(stem) = raw.strip_suffix("basis").map(str::trim_end) {
             raw = if mods.is_empty() { format!("successive {stem}") } else { stem.to_string() };
@@ -3512,6 +3523,19 @@ mod tests {
         assert_eq!(get(text, "renewal_term").as_deref(), Some("successive one year periods"));
         assert_eq!(get(text, "notice_period_to_terminate_renewal").as_deref(), Some("thirty (30) days"));
         assert_eq!(evidence(text, "renewal_term"), text);
+    }
+
+    #[test]
+    fn renewal_of_one_unit_without_its_number() {
+        for (text, want) in [
+            ("Without notification the contract will automatically extend for an additional month of service.", "additional 1 month"),
+            ("If the Publishers exercise their right to renew, the term of the Services shall be extended by one further year.", "further 1 year"),
+        ] {
+            assert_eq!(get(text, "renewal_term").as_deref(), Some(want), "{text}");
+        }
+        // the number written: read as before
+        let text = "This Agreement shall automatically extend for an additional two (2) years.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("additional two (2) years"));
     }
 
     #[test]
