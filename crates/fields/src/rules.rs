@@ -1382,7 +1382,8 @@ static AD_BAD_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 /// The date of another agreement this one amends or refers to ("to the Supply Agreement dated
-/// April 1, 2017", "have previously entered into the Agreement dated ...").
+/// April 1, 2017", "have previously entered into the Agreement dated ...", a recital's "entered
+/// into a Split Dollar Agreement, dated as of ...").
 static AD_OTHER_AGREEMENT: LazyLock<Regex> = LazyLock::new(|| {
     re(
         r#"(?i)(?:\b(?:to|under|of|(?:entered|enter|enters)\s+into|amends?|amending|amend|modif(?:y|ies)|supplements?|replaces?)\s+(?:the|that\s+certain|that|a|an|said)\s+(?:[\w&,'"()-]+\s+){0,10}?(?:agreement|contract|lease|license)\b(?:\s*\([^)]{0,40}\))?\s*,?\s*|\bpreviously\s+(?:entered\s+into|executed|signed)\b[^.;]{0,60}?)\b(?:dated|entered\s+into|made|executed|signed|effective)\b[^.;]{0,30}$"#,
@@ -1390,8 +1391,8 @@ static AD_OTHER_AGREEMENT: LazyLock<Regex> = LazyLock::new(|| {
 });
 /// A date of some other document that the text mentions in passing ("that certain
 /// Non-Disclosure Agreement between them dated ...", "supersedes ... dated", "a project
-/// memorandum dated", "the United Nations Convention on Contracts for the International Sale of
-/// Goods dated 11 April 1980").
+/// memorandum dated", "a Demand Note, dated ...", "the United Nations Convention on Contracts for
+/// the International Sale of Goods dated 11 April 1980").
 static AD_OTHER_DOCUMENT: LazyLock<Regex> = LazyLock::new(|| {
     re(
         r"(?i)(?:\bthat\s+certain\b|\bsupersed\w*|\breplac\w*|\bprior\b|\bprevious\w*|\boriginal\w*|\bexisting\b|\bmemorandum\b|\bletter\b|\bnon-?disclosure\b|\bconfidentiality\s+agreement\b|\bbetween\s+them\b|\bpurchase\s+order\b|\binvoice\b|\b(?:promissory|demand|convertible|secured)\s+notes?\b|\bnotice\b|\bconvention\b|\btreaty\b)[^.;]{0,80}\bdated\s*:?\s*(?:as\s+of\s+)?(?:(?:this|the)\s+)?$",
@@ -1658,7 +1659,8 @@ static TERM_OR_AGREEMENT: LazyLock<Regex> =
 /// below", "the term will begin on the date this Agreement is signed by the last signatory",
 /// "effective on the date of signed acceptance"), or on the date its signature block gives
 /// ("executed and effective as of the date set forth below", "entered into as of the date noted
-/// below (the "Effective Date")").
+/// below (the "Effective Date")", "as of the latest date referenced on the signature page
+/// below").
 static ED_ON_SIGNATURE: LazyLock<Regex> = LazyLock::new(|| {
     re(
         r#"(?i)\b(?:effective|takes?\s+effect|enters?\s+into\s+(?:force|effect)|comes?\s+into\s+(?:force|effect)|becomes?\s+effective|(?:will|shall)\s+(?:begin|commence))\b[^.;]{0,40}?\b(?:(?:the\s+)?last\s+date\s+signed|(?:the\s+)?date\s+of\s+(?:its\s+|the\s+)?(?:(?:last|final|most\s+recent)\s+(?:final\s+)?)?signature|(?:the\s+)?date\s+of\s+signed\s+acceptance|(?:the\s+)?signatures?\s+and\s+seals?|upon\s+(?:the\s+)?signatures?\b|(?:when|upon|on\s+the\s+date)\s+(?:it\s+is\s+|this\s+agreement\s+is\s+|this\s+agreement\s+has\s+been\s+)?(?:signed|executed)\s+by\s+(?:both|all|each|the)\b|(?:the\s+)?later\s+of\s+the\s+(?:two\s+)?(?:signature\s+)?dates\b|(?:as\s+of\s+|on\s+)the\s+(?:(?:latest|last|later)\s+)?date\s+(?:set\s+forth|noted|indicated|shown|stated|referenced)\s+(?:on\s+the\s+signature\s+pages?\s+)?below)|\bas\s+of\s+the\s+(?:(?:latest|last|later)\s+)?date\s+(?:set\s+forth|noted|indicated|shown|stated|referenced)\s+(?:on\s+the\s+signature\s+pages?\s+)?below\s*\(\s*(?:the\s+|this\s+)?["“]?effective\s+date"#,
@@ -2295,6 +2297,7 @@ fn notice_period(w: &Work, renewal: Option<&Renewal>) -> Option<Found> {
 // ---------------------------------------------------------------------------------------------
 // Governing law.
 
+/// "the laws of", "the laws in force in", "legislation of" (then the jurisdiction).
 static GL_LAWS: LazyLock<Regex> = LazyLock::new(|| {
     re(
         r"(?i)\b(?:laws?|legislation)(?:\s+and\s+(?:judicial\s+)?decisions)?(?:\s*,[^,;.]{3,80},)?\s+(?:of|in\s+force\s+in|in\s+force\s+of|in|applicable\s+in|prevailing\s+in|of\s+and\s+in)\s+|\blaws\s+(?:the\s+)?state\s+of\s+",
