@@ -2084,10 +2084,10 @@ static RN_DURATION: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 /// "extend for an additional month", "extended by one further year": one of the unit, the
-/// number left out.
+/// number left out (the normalisation reads "an"/"one" as 1).
 static RN_BARE_UNIT: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?P<verb>renew\w*|extend(?:s|ed)?|extension)\b(?P<gap>[^.;]{0,80}?)\b(?:for|by)\s+(?:an?|one|another)\s+(?P<raw>(?P<mods>(?:(?:additional|further|successive|subsequent|consecutive)\s+)+)(?P<unit>year|month)\b)",
+        r"(?i)\b(?P<verb>renew\w*|extend(?:s|ed)?|extension)\b(?P<gap>[^.;]{0,80}?)\b(?:for|by)\s+(?P<raw>(?:an?|one)\s+(?P<mods>(?:(?:additional|further|successive|subsequent|consecutive)\s+)+)(?:year|month)\b)",
     )
 });
 /// "on a year to year basis", "annual renewals", "renew annually".
@@ -2175,10 +2175,6 @@ fn renewal_term(w: &Work, initial_term: Option<&str>) -> Option<Renewal> {
             continue;
         }
         let mut raw = raw.as_str().trim().trim_end_matches([',', ' ']).to_string();
-        // "extend for an additional month", "extended by one further year": one of the unit
-        if let Some(unit) = c.name("unit") {
-            raw = format!("{mods} 1 {}", unit.as_str().to_lowercase());
-        }
         // "renewed automatically on a five (5) year basis": successive five-year renewals.
         if let Some(stem) = raw.strip_suffix("basis").map(str::trim_end) {
             raw = if mods.is_empty() { format!("successive {stem}") } else { stem.to_string() };
@@ -3531,10 +3527,14 @@ mod tests {
     #[test]
     fn renewal_of_one_unit_without_its_number() {
         for (text, want) in [
-            ("Without notification the contract will automatically extend for an additional month of service.", "additional 1 month"),
-            ("If the Publishers exercise their right to renew, the term of the Services shall be extended by one further year.", "further 1 year"),
+            ("Without notification the contract will automatically extend for an additional month of service.", "an additional month"),
+            ("If the Publishers exercise their right to renew, the term of the Services shall be extended by one further year.", "one further year"),
         ] {
             assert_eq!(get(text, "renewal_term").as_deref(), Some(want), "{text}");
+            let (years, months) = if want.ends_with("month") { (0, 1) } else { (1, 0) };
+            let value = crate::normalize::normalize(crate::Kind::Duration, want);
+            let expected = crate::normalize::Duration { years, months, ..Default::default() };
+            assert_eq!(value, crate::normalize::Value::Duration { duration: expected }, "{want}");
         }
         // the number written: read as before
         let text = "This Agreement shall automatically extend for an additional two (2) years.";
