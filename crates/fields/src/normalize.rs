@@ -39,7 +39,7 @@ pub enum Value {
     },
     /// A date the contract leaves blank or gives without its year, as templates do: "this ____
     /// day of ______, 20__", "dated as of [●]", "made this 30th day of April (the "Effective
-    /// Date")"; CUAD's `[]/[]/20[]`, `04/30/[]`.
+    /// Date")"; CUAD's `[]/[]/20[]`, `04/30/[]`; or one the filing redacted ("[***]", "****").
     UnfilledDate {
         /// The month (1–12), when written.
         month: Option<u32>,
@@ -549,10 +549,11 @@ static UNFILLED_BRACKETS: LazyLock<Regex> = LazyLock::new(|| {
 });
 /// A year written in full: with it, a date is a date or a partial date, not an unfilled one.
 static FULL_YEAR: LazyLock<Regex> = LazyLock::new(|| regex(r"\b(?:1[89]|20)\d{2}\b"));
-/// A blank to fill in (`____`, `[●]`, `[*]`, `[Date]`), or a year cut to its century after a
-/// comma where the text lost the blank ("this day of , 20").
+/// A blank to fill in (`____`, `[●]`, `[*]`, `[Date]`), what a filing redacted (`[***]`,
+/// `****`), or a year cut to its century after a comma where the text lost the blank ("this day
+/// of , 20").
 static BLANK_MARK: LazyLock<Regex> =
-    LazyLock::new(|| regex(r"(?i)_{2,}|\[[^\]\d\n]{0,5}\]|\b(?:19|20)\s*_|,\s*(?:19|20)\s*\.?\s*$"));
+    LazyLock::new(|| regex(r"(?i)_{2,}|\[[^\]\d\n]{0,5}\]|\*(?:\s?\*){2,}|\b(?:19|20)\s*_|,\s*(?:19|20)\s*\.?\s*$"));
 /// The day and month of a date without its year: `30th day of April`, `first day of
 /// December`, `April 30`, `day of June`, `June ___`.
 static DAY_MONTH: LazyLock<Regex> = LazyLock::new(|| {

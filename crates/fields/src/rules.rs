@@ -1814,13 +1814,13 @@ static EX_DATE: LazyLock<Regex> = LazyLock::new(|| {
 /// "continue (in full force and effect) for a period of <duration>", "remain valid for <duration>".
 static EX_CONTINUE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:continue|continues|remain|remains|be\s+in\s+(?:full\s+)?(?:force|effect)|be\s+valid|run|last|be\s+effective|be\s+binding)\b(?:\s+in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?)?(?:\s+(?:thereafter|valid|effective|in\s+effect|in\s+force))?(?:\s+initially)?\s+(?:for\s+)?(?:at\s+least\s+)?(?:an?\s+(?:(?:minimum|initial|fixed)\s+)?(?:period|term)\s+of\s+|the\s+entire\s+|an\s+initial\s+(?:period|term)\s+of\s+|the\s+(?:period|term)\s+of\s+|the\s+|an?\s+)?({DUR})",
+        r"(?i)\b(?:continue|continues|remain|remains|be\s+in\s+(?:full\s+)?(?:force|effect)|be\s+valid|run|last|be\s+effective|be\s+binding)\b(?:\s+in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?)?(?:\s+(?:thereafter|valid|effective|in\s+effect|in\s+force))?(?:\s+from\s+the\s+(?:effective\s+date|date\s+hereof|date\s+of\s+this\s+agreement))?(?:\s+initially)?\s+(?:for\s+)?(?:at\s+least\s+)?(?:an?\s+(?:(?:minimum|initial|fixed)\s+)?(?:period|term)\s+of\s+|the\s+entire\s+|an\s+initial\s+(?:period|term)\s+of\s+|the\s+(?:period|term)\s+of\s+|the\s+|an?\s+)?({DUR})",
     )
 });
 /// "the term of this Agreement shall be <duration>", "initial term of <duration>".
 static EX_TERM_IS: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r#"(?i)\b(?:(?:initial|original)\s+(?:term|period)(?:\s+of\s+(?:this|the)\s+(?:[a-z]+\s+)?(?:agreement|contract|lease))?|(?:the\s+)?term\s+of\s+(?:this|the)\s+(?:agreement|contract|lease)|the\s+term\s+hereof|the\s+term|this\s+(?:agreement|contract))\s+(?:\([^)]{0,40}\)\s+)?(?:shall\s+be|is|will\s+be|of)\s+(?:for\s+)?(?:a\s+(?:period|term)\s+of\s+)?(?:an?\s+)?({DUR})"#,
+        r#"(?i)\b(?:(?:initial|original)\s+(?:term|period)(?:\s+of\s+(?:this|the)\s+(?:[a-z]+\s+)?(?:agreement|contract|lease))?|(?:the\s+)?term\s+of\s+(?:this|the)\s+(?:agreement|contract|lease)|the\s+term\s+hereof|the\s+term|this\s+(?:agreement|contract))\s+(?:\([^)]{0,40}\)\s+)?(?:shall\s+be|is|will\s+be|of)\s+(?:for\s+)?(?:the\s+(?:sooner|earlier)\s+of\s*:?\s*(?:\(\s*[a-z1i]{1,3}\s*\)\s*)?)?(?:a\s+(?:period|term)\s+of\s+)?(?:an?\s+)?({DUR})"#,
     )
 });
 /// A length that starts "for a period of" (not "for a term of", not after a verb of the term).
@@ -1836,13 +1836,30 @@ static EX_FOR_TERM: LazyLock<Regex> = LazyLock::new(|| {
 /// Date", "expires in five (5) years from ...".
 static EX_END_AFTER: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:end|ends|ending|expire|expires|terminate|terminates|(?:continue|continues|remain|remains)(?:\s+in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?)?\s+until|(?:expire|expires|end|ends)\s+in)\s+({DUR})\s+(?:after|from|following|therefrom|thereafter|later|subsequent\s+to)\b",
+        r"(?i)\b(?:end|ends|ending|expire|expires|terminate|terminates|(?:continue|continues|remain|remains)(?:\s+in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?)?\s+until|(?:expire|expires|end|ends)\s+in)(?:\s+on\s+the\s+(?:day|date)\s+(?:that|which)\s+is)?\s+({DUR})\s+(?:after|from|following|therefrom|thereafter|later|subsequent\s+to)\b",
     )
 });
 /// "until the fifth anniversary of the Effective Date".
 static EX_ANNIVERSARY: LazyLock<Regex> = LazyLock::new(|| {
     re(
         r"(?i)\b(?:until|through|on|expire\s+on|end\s+on|ending\s+on|expiring\s+on)\s+(?:the\s+(?:later|earlier|latest|earliest)\s+(?:to\s+occur\s+)?of\s*:?\s*(?:\(\s*[a-z1i]\s*\)\s*)?)?(the\s+(?:day\s+(?:prior|before)\s+(?:to\s+)?the\s+)?(?:[\w()-]+\s+){0,4}anniversary\s+of\s+the\s+(?:[\w-]+\s+){0,3}?(?:date|agreement)(?:\s+(?:hereof|of\s+this\s+agreement))?)",
+    )
+});
+/// A term the copy does not give: redacted from the filing ("remain in effect for [***]", "an
+/// initial term of **** from the Supply Commencement Date", "for a period of [***] years") or
+/// left blank ("through and until _______", "terminate in ________"). The answer is the mark
+/// and what the term counts from; it normalises to a blank date ("blank"), which says the
+/// contract has an end the copy leaves out, where "none" would say it has none.
+static EX_WITHHELD: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:(?:continue|continues|remain|remains|be\s+valid|be\s+in\s+(?:full\s+)?(?:force|effect)|be\s+effective|expire|expires|terminate|terminates|end|ends|run|last|extend)\b(?:\s+in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?)?(?:\s+thereafter)?(?:\s+from\s+the\s+(?:effective\s+)?date\b[^.;,_*]{0,40}?)?\s+(?:for|until|on|upon|through|in|(?:through\s+)?and\s+until)|(?:initial|original)\s+(?:term|period)\s+(?:of\s+this\s+agreement\s+)?(?:shall\s+be|is|will\s+be|of))\s+(?:an?\s+(?:initial\s+|minimum\s+|fixed\s+)?(?:period|term)\s+of\s+|the\s+)?(?P<mark>(?:\[\s*\*[\s*]*\]|\*(?:\s?\*){2,}|_{3,})(?:\s+(?:years?|months?|days?|weeks?)\b)?)",
+    )
+});
+/// The term of another document than the agreement, whose form is attached to it: "The term of
+/// this Statement of Work will begin on ________ and shall terminate on ________."
+static EX_FORM_TERM: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\bterm\s+of\s+(?:this|each|the|any|such)\s+(?:statement\s+of\s+work|sow|(?:work|purchase)\s+order|order\s+form)\b",
     )
 });
 /// An agreement with no fixed end.
@@ -2020,6 +2037,20 @@ fn expiration_date(w: &Work) -> Option<(Found, Option<String>)> {
         if sentence_ok(&sent) {
             offer(&mut best, all.start(), tidy_date(d.as_str().trim()), sent);
             break;
+        }
+    }
+    if best.is_none() {
+        for c in EX_WITHHELD.captures_iter(&w.s) {
+            let (Some(all), Some(mark)) = (c.get(0), c.name("mark")) else { continue };
+            let sent = w.sentence(all.start(), all.end());
+            if near_ok_but(&sent, &all, mark.range())
+                && !renewal_near(w.slice(sent.start, mark.start()))
+                && !EX_FORM_TERM.is_match(w.slice(sent.start, all.end()))
+            {
+                let raw = duration_with_anchor(w, mark, &sent);
+                offer(&mut best, all.start(), raw, sent);
+                break;
+            }
         }
     }
     if best.is_none() {
@@ -2639,6 +2670,8 @@ mod tests {
             &*EX_FOR_TERM,
             &*EX_END_AFTER,
             &*EX_ANNIVERSARY,
+            &*EX_WITHHELD,
+            &*EX_FORM_TERM,
             &*EX_PERPETUAL,
             &*EX_SENT_OK,
             &*EX_SENT_BAD,
@@ -3506,6 +3539,37 @@ mod tests {
     fn expiration_date_stated_beside_the_terms_length_wins() {
         let t = "Except as otherwise provided herein, this Agreement shall commence effective June 1, 1998, and shall continue for a term of three (3) years expiring May 31, 2001 (the \"Term\").";
         assert_eq!(get(t, "expiration_date").as_deref(), Some("May 31, 2001"));
+    }
+
+    #[test]
+    fn expiration_withheld_by_the_filing_or_left_blank() {
+        let cases = [
+            ("The term of this Agreement (\"Term\") will begin on the date this Agreement is signed by the last signatory (\"Effective Date\") and remain in effect for [***]; provided, however, that the terms of this Agreement shall remain applicable to any SOW.", "[***] from the Effective Date"),
+            ("The Agreement shall commence on the Effective Date and remain in full force and effect for an initial term of **** from the Supply Commencement Date of the Product (\"Initial Term\").", "**** from the Supply Commencement Date of the Product"),
+            ("This Agreement shall commence on the Effective Date and, unless earlier terminated, shall continue in full force and effect for a period of [***] years thereafter.", "[***] years from the Effective Date"),
+            ("This Agreement shall commence on the Effective Date and shall be valid until the [* * *] (the \"Initial Term\").", "[* * *] from the Effective Date"),
+            ("The term of this Agreement shall extend from the date of execution hereof through and until _______, unless extended by written agreement of the parties.", "_______"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(get(text, "expiration_date").as_deref(), Some(want), "{text}");
+            // an end the copy leaves out: a blank date, not "none"
+            assert_eq!(normalize(crate::Kind::EndDate, want), Value::UnfilledDate { month: None, day: None }, "{want}");
+        }
+        // the blank term of a form attached to the agreement is not the agreement's
+        let text = "EXHIBIT A. The term of this Statement of Work will begin on ___________ and shall terminate on ____________.";
+        assert_eq!(get(text, "expiration_date"), None);
+    }
+
+    #[test]
+    fn expiration_sooner_of_a_length_and_lengths_counted_from_a_day() {
+        let cases = [
+            ("The initial term of this Agreement shall be the sooner of six (6) months from the Effective Date, or replacement of this Agreement with a subsequent agreement between the Parties.", "six (6) months from the Effective Date"),
+            ("The term of this Agreement shall commence on January 10th, 2019 and shall expire on the day that is twenty-four (24) months from that date (the \"Term of Engagement\").", "twenty-four (24) months from that date"),
+            ("This Agreement shall continue in effect from the Effective Date for a one (1) year period, unless earlier terminated as set forth below.", "one (1) year from the Effective Date"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(get(text, "expiration_date").as_deref(), Some(want), "{text}");
+        }
     }
 
     #[test]
