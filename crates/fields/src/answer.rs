@@ -47,7 +47,10 @@ pub fn interpret(field: &Field, raw: Option<&str>) -> Outcome {
             | Value::UntilEvent { .. }
             | Value::Relative { .. },
         ) => true,
-        (Kind::Duration, Value::Duration { .. } | Value::Perpetual | Value::UntilTerminated) => true,
+        (
+            Kind::Duration,
+            Value::Duration { .. } | Value::UnfilledDuration | Value::Perpetual | Value::UntilTerminated,
+        ) => true,
         (Kind::Jurisdiction, Value::Jurisdiction { .. }) => true,
         _ => false,
     };

@@ -51,6 +51,9 @@ pub enum Value {
         /// The length.
         duration: Duration,
     },
+    /// A length the contract states but this copy does not give: redacted from the filing
+    /// ("renewed for additional periods of ****", "successive [***] terms") or left blank.
+    UnfilledDuration,
     /// The agreement runs forever ("perpetual", "in perpetuity", "indefinitely").
     Perpetual,
     /// The agreement runs until a party terminates it.
@@ -163,8 +166,8 @@ impl Duration {
 
 impl Value {
     /// The variant's name as stored in SQL: "none", "date", "partial_date", "unfilled_date",
-    /// "duration", "perpetual", "until_terminated", "until_event", "on_event", "relative",
-    /// "jurisdiction", "parties", "text".
+    /// "duration", "unfilled_duration", "perpetual", "until_terminated", "until_event",
+    /// "on_event", "relative", "jurisdiction", "parties", "text".
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::None => "none",
@@ -172,6 +175,7 @@ impl Value {
             Value::PartialDate { .. } => "partial_date",
             Value::UnfilledDate { .. } => "unfilled_date",
             Value::Duration { .. } => "duration",
+            Value::UnfilledDuration => "unfilled_duration",
             Value::Perpetual => "perpetual",
             Value::UntilTerminated => "until_terminated",
             Value::UntilEvent { .. } => "until_event",
@@ -185,7 +189,7 @@ impl Value {
 
     /// The canonical text users read and SQL compares: ISO date (`"2007-04-06"`), partial date
     /// (`"2009"`, `"2014-06"`), unfilled date (ISO 8601's forms without a year: `"--04-30"`,
-    /// `"--04"`, `"---30"`; `"blank"` when nothing of it is written), ISO duration (`"P1Y"`),
+    /// `"--04"`, `"---30"`; `"blank"` when nothing of it is written), ISO duration (`"P1Y"`; `"blank"` for one withheld),
     /// `"perpetual"`, `"until_terminated"`, `"until <event>"`, `"on <event>"`, relative term (`"P5Y from Effective Date"`), jurisdiction code (`"US-DE"`), party names
     /// joined by `"; "` (a party without a name shows its first role), the text. `None` → `""`.
     pub fn canonical(&self) -> String {
@@ -199,6 +203,7 @@ impl Value {
             Value::UnfilledDate { month: None, day: Some(d) } => format!("---{d:02}"),
             Value::UnfilledDate { month: None, day: None } => "blank".to_string(),
             Value::Duration { duration } => duration.to_iso(),
+            Value::UnfilledDuration => "blank".to_string(),
             Value::Perpetual => "perpetual".to_string(),
             Value::UntilTerminated => "until_terminated".to_string(),
             Value::UntilEvent { event } if SO_LONG_AS.is_match(event) => format!("for {event}"),
@@ -1769,7 +1774,8 @@ fn unfilled_or_text(text: String) -> Value {
     }
 }
 
-/// Whichever of perpetual / until-terminated / a duration is written first.
+/// Whichever of perpetual / until-terminated / a duration is written first; else a blank or
+/// redaction mark where the length should be ("additional periods of ****").
 fn normalize_duration(text: String) -> Value {
     let mut candidates: Vec<(usize, Value)> = Vec::new();
     if let Some(&(start, _, duration)) = duration_hits(&text).first() {
@@ -1784,6 +1790,7 @@ fn normalize_duration(text: String) -> Value {
     match candidates.into_iter().min_by_key(|(start, _)| *start) {
         Some((_, v)) => v,
         None if NEGATIVE.is_match(&text) => Value::None,
+        None if BLANK_MARK.is_match(&text) => Value::UnfilledDuration,
         None => Value::Text { text },
     }
 }
@@ -1851,7 +1858,8 @@ fn normalize_end_date(text: String) -> Value {
 ///   the term runs until, where that is the whole answer ("until the expiration of the Royalty
 ///   Term" → [`Value::UntilEvent`]); else an unfilled date; else text.
 /// - [`Kind::Duration`] → the first written of "perpetual"/"indefinitely", "until terminated"
-///   or a duration; else text.
+///   or a duration; else, where a blank or redaction mark stands for the length ("successive
+///   [***] terms"), [`Value::UnfilledDuration`]; else text.
 /// - [`Kind::Jurisdiction`] → [`parse_jurisdiction`], else text.
 pub fn normalize(kind: Kind, raw: &str) -> Value {
     let text = strip_wrapping_quotes(&clean(raw));
@@ -1976,7 +1984,10 @@ fn date_matches_partial(date: &NaiveDate, year: i32, month: Option<u32>) -> bool
 pub fn same_answer(a: &Value, b: &Value) -> bool {
     use Value as V;
     match (a, b) {
-        (V::None, V::None) | (V::Perpetual, V::Perpetual) | (V::UntilTerminated, V::UntilTerminated) => true,
+        (V::None, V::None)
+        | (V::Perpetual, V::Perpetual)
+        | (V::UntilTerminated, V::UntilTerminated)
+        | (V::UnfilledDuration, V::UnfilledDuration) => true,
         (V::UntilEvent { event: x }, V::UntilEvent { event: y })
         | (V::OnEvent { event: x }, V::OnEvent { event: y }) => same_text(x, y),
         (V::Date { date: x }, V::Date { date: y }) => x == y,
@@ -2270,6 +2281,12 @@ mod tests {
             normalize(Kind::Duration, "successive one-year terms until terminated"),
             Value::Duration { duration: dur(1, 0, 0, 0) }
         );
+        // a length the filing redacted or the form left blank: stated, not given
+        for raw in ["additional periods of ****", "successive [***] terms", "[* * *]", "successive []", "______ months"]
+        {
+            assert_eq!(normalize(Kind::Duration, raw), Value::UnfilledDuration, "{raw}");
+        }
+        assert_eq!(Value::UnfilledDuration.canonical(), "blank");
         assert_eq!(normalize(Kind::Duration, "no renewal"), Value::None);
         assert_eq!(normalize(Kind::Duration, "No."), Value::None);
         assert_eq!(normalize(Kind::Duration, "does not renew automatically"), Value::None);

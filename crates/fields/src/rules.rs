@@ -2121,6 +2121,18 @@ static RN_BARE_UNIT: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)\b(?P<verb>renew\w*|extend(?:s|ed)?|extension)\b(?P<gap>[^.;]{0,80}?)\b(?:for|by)\s+(?P<raw>(?:an?|one)\s+(?P<mods>(?:(?:additional|further|successive|subsequent|consecutive)\s+)+)(?:year|month)\b)",
     )
 });
+/// A mark that stands for what a filing redacted ("[***]", "****", "[…***…]") or a form left
+/// blank ("______").
+const WITHHELD: &str = r"(?:\[[^\]\n]{0,9}\*[^\]\n]{0,9}\]|\*(?:\s?\*){2,}|_{3,})";
+/// "automatically renewed for additional periods of ****", "extended for consecutive ***
+/// periods": a renewal whose length the copy withholds.
+static RN_WITHHELD: LazyLock<Regex> = LazyLock::new(|| {
+    re(&format!(
+        r"(?i)\b(?P<verb>renew\w*|extend(?:s|ed)?)\b(?P<gap>[^.;]{{0,80}}?)\b(?:for|by)\s+(?:an?\s+|each\s+)?(?P<raw>(?P<mods>(?:(?:successive|additional|consecutive|subsequent|further|renewal)\s+)*)(?:(?:terms?|periods?)\s+of\s+)?{WITHHELD}(?:\s+(?:years?|months?))?(?:[\s-]+(?:renewal\s+)?(?:terms?|periods?))?)"
+    ))
+});
+/// A notice length the copy withholds: "at least [***] prior to the end of the then-current Term".
+static NOTICE_WITHHELD: LazyLock<Regex> = LazyLock::new(|| re(WITHHELD));
 /// "on a year to year basis", "annual renewals", "renew annually".
 static RN_YEARLY: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -2184,7 +2196,8 @@ static RN_TOPIC: LazyLock<Regex> =
 fn renewal_term(w: &Work, initial_term: Option<&str>) -> Option<Renewal> {
     // (is automatic, position, raw, sentence)
     let mut cands: Vec<(bool, usize, String, Range<usize>)> = Vec::new();
-    for c in RN_DURATION.captures_iter(&w.s).chain(RN_BARE_UNIT.captures_iter(&w.s)) {
+    let found = RN_DURATION.captures_iter(&w.s).chain(RN_BARE_UNIT.captures_iter(&w.s));
+    for c in found.chain(RN_WITHHELD.captures_iter(&w.s)) {
         let (Some(all), Some(raw)) = (c.get(0), c.name("raw")) else { continue };
         let gap = c.name("gap").map_or("", |g| g.as_str());
         if RN_GAP_BAD.is_match(gap) {
@@ -2286,7 +2299,18 @@ fn notice_in(w: &Work, range: Range<usize>, strict: bool) -> Option<(String, usi
             return Some((m.as_str().trim().to_string(), base + m.start()));
         }
     }
-    None
+    // a length the filing redacted or the form left blank ("at least [***] prior to the end"),
+    // in a renewal's own sentences only: redacted notices to terminate for convenience or for
+    // breach are many, and are not about renewal
+    if strict {
+        return None;
+    }
+    NOTICE_WITHHELD.find_iter(text).find_map(|m| {
+        let after = slice(text, m.end(), m.end() + 80);
+        let before = slice(text, m.start().saturating_sub(40), m.start());
+        (NOTICE_AFTER.is_match(after) || NOTICE_BEFORE.is_match(before))
+            .then(|| (m.as_str().trim().to_string(), base + m.start()))
+    })
 }
 
 /// How long before a term ends a party must give notice to stop the renewal: within the renewal
@@ -2671,6 +2695,8 @@ mod tests {
             &*EX_END_AFTER,
             &*EX_ANNIVERSARY,
             &*EX_WITHHELD,
+            &*RN_WITHHELD,
+            &*NOTICE_WITHHELD,
             &*EX_FORM_TERM,
             &*EX_PERPETUAL,
             &*EX_SENT_OK,
@@ -3586,6 +3612,29 @@ mod tests {
         assert_eq!(get(text, "renewal_term").as_deref(), Some("successive one year periods"));
         assert_eq!(get(text, "notice_period_to_terminate_renewal").as_deref(), Some("thirty (30) days"));
         assert_eq!(evidence(text, "renewal_term"), text);
+    }
+
+    #[test]
+    fn renewal_and_notice_withheld_by_the_filing() {
+        let text = "Following the Initial Term, the Agreement shall automatically be renewed for additional periods of **** (each, a \"Renewal Term\"), unless a Party provides written notification of non-renewal to the other Party at least **** of the Initial Term or a Renewal Term.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("additional periods of ****"));
+        assert_eq!(get(text, "notice_period_to_terminate_renewal").as_deref(), Some("****"));
+        let text = "Unless this Agreement is terminated pursuant to Section 25, this Agreement will automatically renew for additional successive [***] terms (each a \"Renewal Term\") unless and until either Party provides written notice of non-renewal to the other Party at least [***] prior to the end of the then-current Term.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("additional successive [***] terms"));
+        assert_eq!(get(text, "notice_period_to_terminate_renewal").as_deref(), Some("[***]"));
+        for (key, raw) in
+            [("renewal_term", "additional successive [***] terms"), ("notice_period_to_terminate_renewal", "[***]")]
+        {
+            let field = crate::FIELDS.iter().find(|f| f.key == key).expect("field");
+            assert_eq!(
+                crate::answer::interpret(field, Some(raw)),
+                crate::answer::Outcome::Answered(Value::UnfilledDuration)
+            );
+        }
+        // a stated length is still read first
+        let text = "This Agreement shall automatically renew for successive one (1) year periods unless either party gives ninety (90) days prior written notice.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("successive one (1) year periods"));
+        assert_eq!(get(text, "notice_period_to_terminate_renewal").as_deref(), Some("ninety (90) days"));
     }
 
     #[test]
