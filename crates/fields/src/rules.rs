@@ -2153,7 +2153,7 @@ static RN_MONTHLY: LazyLock<Regex> = LazyLock::new(|| {
 /// thereafter until terminated by either Party".
 static RN_PERPETUAL: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\bautomatic(?:ally)?\s+renew\w*\s+for\s+an?\s+(?:unlimited|indefinite)\s+(?:period|term)|\brenew\w*\s+(?:automatically\s+)?(?:for\s+an?\s+)?(?:indefinite|unlimited)\s+(?:period|term|number\s+of)|\b(?:continue|remain)s?\s+(?:in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?\s+)?(?:thereafter|indefinitely\s+(?:after\s+that|thereafter))\s+until\s+(?:terminated|either\s+party|one\s+party)|\bthereafter,?\s+(?:this\s+agreement\s+)?(?:shall|will)\s+(?:automatically\s+)?continue\s+(?:in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?\s+)?until\s+(?:terminated|either\s+party|one\s+party)",
+        r"(?i)\bautomatic(?:ally)?\s+renew\w*\s+for\s+an?\s+(?:unlimited|indefinite)\s+(?:period|term)|\brenew\w*\s+(?:automatically\s+)?(?:for\s+an?\s+)?(?:indefinite|unlimited)\s+(?:period|term|number\s+of)|\b(?:continue|remain)s?\s+(?:in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?\s+)?(?:thereafter|indefinitely\s+(?:after\s+that|thereafter))\s+until\s+(?:terminated|either\s+party|one\s+party)|\bthereafter,?\s+(?:this\s+agreement\s+)?(?:shall|will)\s+(?:automatically\s+)?continue\s+(?:in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?\s+)?until\s+(?:terminated|either\s+party|one\s+party)|\band\s+(?:(?:shall|will)\s+continue\s+)?indefinitely\s+(?:after\s+that|thereafter)\s+until\s+(?:terminated|either\s+party|one\s+party)",
     )
 });
 static RN_THEREAFTER: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bthereafter\b|\bafter\s+that\b"));
@@ -2242,8 +2242,15 @@ fn renewal_term(w: &Work, initial_term: Option<&str>) -> Option<Renewal> {
             let sent = w.sentence(m.start(), m.end());
             // "continue thereafter until terminated" renews only after a first term the sentence
             // states ("until the end of the fifteenth Contract Year, and shall continue ...")
+            // or in the sentence before, where this one starts "Thereafter, this Agreement shall
+            // automatically continue ..."
+            let before = if m.start() <= sent.start + 2 && m.as_str().to_lowercase().starts_with("thereafter") {
+                sentence_bounds(&w.s, sent.start.saturating_sub(2), sent.start.saturating_sub(2), 600).start
+            } else {
+                sent.start
+            };
             let after_a_term = raw != "perpetual"
-                || RN_FIRST_TERM.is_match(w.slice(sent.start, m.start()))
+                || RN_FIRST_TERM.is_match(w.slice(before, m.start()))
                 || !RN_THEREAFTER.is_match(m.as_str());
             if after_a_term && RN_TOPIC.is_match(w.slice(sent.start, sent.end)) {
                 cands.push((true, m.start(), raw.to_string(), sent));
@@ -3635,6 +3642,20 @@ mod tests {
         let text = "This Agreement shall automatically renew for successive one (1) year periods unless either party gives ninety (90) days prior written notice.";
         assert_eq!(get(text, "renewal_term").as_deref(), Some("successive one (1) year periods"));
         assert_eq!(get(text, "notice_period_to_terminate_renewal").as_deref(), Some("ninety (90) days"));
+    }
+
+    #[test]
+    fn renewal_without_end_after_a_first_term() {
+        let text = "This agreement begins on the Commencement Date and, subject to clause 11.2, shall continue for an initial term of one (1) years (Initial Term) and indefinitely after that until terminated by either party giving at least twelve (12) months' prior written notice.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("perpetual"));
+        // "Thereafter" opening its sentence: the first term is in the sentence before
+        let text = "The initial term of this Agreement shall be three (3) years from the Effective Date. Thereafter, this Agreement shall automatically continue in effect until either party gives the other at least six (6) months prior written notice of termination.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("perpetual"));
+        // but an agreement that runs from its date until terminated has no renewal
+        let text = "This Agreement will become effective as of the date first written above and will continue in effect thereafter until terminated pursuant to Paragraph 4.2 below.";
+        assert_eq!(get(text, "renewal_term"), None);
+        let text = "This Agreement is made as of the date first written above. Thereafter, this Agreement shall continue until terminated by either party.";
+        assert_eq!(get(text, "renewal_term"), None);
     }
 
     #[test]
