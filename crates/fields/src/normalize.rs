@@ -338,6 +338,11 @@ fn strip_wrapping_quotes(s: &str) -> String {
 
 /// Answers that say there is no answer.
 fn is_noneish(s: &str, kind: Kind) -> bool {
+    // a filing's redaction mark on its own ("****", "* * *") is an answer withheld, not none
+    // (the asterisks trimmed below are a small model's bold: "**None**")
+    if s.chars().filter(|&c| c == '*').count() >= 3 && s.chars().all(|c| c == '*' || c.is_whitespace()) {
+        return false;
+    }
     let lower = s.to_lowercase();
     let t = lower.trim_matches(|c: char| c.is_whitespace() || matches!(c, '.' | '"' | '\'' | '`' | '*' | '!'));
     const NONE: &[&str] = &[
@@ -2282,8 +2287,14 @@ mod tests {
             Value::Duration { duration: dur(1, 0, 0, 0) }
         );
         // a length the filing redacted or the form left blank: stated, not given
-        for raw in ["additional periods of ****", "successive [***] terms", "[* * *]", "successive []", "______ months"]
-        {
+        for raw in [
+            "additional periods of ****",
+            "successive [***] terms",
+            "[* * *]",
+            "****",
+            "successive []",
+            "______ months",
+        ] {
             assert_eq!(normalize(Kind::Duration, raw), Value::UnfilledDuration, "{raw}");
         }
         assert_eq!(Value::UnfilledDuration.canonical(), "blank");
