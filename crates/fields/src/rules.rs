@@ -2144,9 +2144,12 @@ static RN_YEARLY: LazyLock<Regex> = LazyLock::new(|| {
 static RN_YEAR_TO_YEAR_THEREAFTER: LazyLock<Regex> = LazyLock::new(|| {
     re(r"(?i)\b(?:continu\w*|remain\w*)\b[^.;]{0,160}?\band\s+(?:from\s+)?year\s+to\s+year\s+thereafter\b")
 });
+/// "renew from month to month", "renews monthly", "extend automatically for monthly periods",
+/// "renewed on a monthly basis" (not "if eDiets elects to extend the Agreement the monthly fee
+/// ...": "monthly" only right after the verb, or as a basis).
 static RN_MONTHLY: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:renew\w*|extend\w*|continu\w*|thereafter[^.;]{0,30}\beffective)\b[^.;]{0,60}?\b(?:from\s+month\s+to\s+month|on\s+a\s+month[\s-]+to[\s-]+month\s+basis|month[\s-]+to[\s-]+month|monthly)\b",
+        r"(?i)\b(?:renew\w*|extend\w*|continu\w*|thereafter[^.;]{0,30}\beffective)\b[^.;]{0,60}?\b(?:from\s+month\s+to\s+month|on\s+a\s+month[\s-]+to[\s-]+month\s+basis|month[\s-]+to[\s-]+month|on\s+a\s+monthly\s+basis)\b|\b(?:renew\w*|extend\w*|continu\w*)\s+(?:automatically\s+)?(?:for\s+(?:successive\s+|additional\s+|consecutive\s+)?)?monthly\b",
     )
 });
 /// Renewals without end: "renew for an indefinite period", "continue in full force and effect
@@ -3656,6 +3659,17 @@ mod tests {
         assert_eq!(get(text, "renewal_term"), None);
         let text = "This Agreement is made as of the date first written above. Thereafter, this Agreement shall continue until terminated by either party.";
         assert_eq!(get(text, "renewal_term"), None);
+    }
+
+    #[test]
+    fn renewal_monthly_only_as_the_renewals_length() {
+        let text = "This Agreement will extend automatically for monthly periods unless either party notifies the other party in writing at least thirty (30) days before the expiration of the then current term.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("successive 1 month"));
+        // a monthly fee in a sentence about extending is no monthly renewal: the renewal is the
+        // next sentence's, and so is its notice
+        let text = "If eDiets elects to extend the Agreement the monthly fee due and payable will be recalculated. This agreement shall automatically renew for additional successive terms of twelve (12) months each at the end of the Initial Term (\"Renewal Terms\"), unless either party notifies the other in writing at least sixty (60) days prior to the end of the Initial Term.";
+        assert_eq!(get(text, "renewal_term").as_deref(), Some("additional successive terms of twelve (12) months"));
+        assert_eq!(get(text, "notice_period_to_terminate_renewal").as_deref(), Some("sixty (60) days"));
     }
 
     #[test]
