@@ -47,11 +47,8 @@ pub fn interpret(field: &Field, raw: Option<&str>) -> Outcome {
             | Value::UntilEvent { .. }
             | Value::Relative { .. },
         ) => true,
-        (
-            Kind::Duration,
-            Value::Duration { .. } | Value::UnfilledDuration | Value::Perpetual | Value::UntilTerminated,
-        ) => true,
-        (Kind::Jurisdiction, Value::Jurisdiction { .. }) => true,
+        (Kind::Duration, Value::Duration { .. } | Value::Withheld | Value::Perpetual | Value::UntilTerminated) => true,
+        (Kind::Jurisdiction, Value::Jurisdiction { .. } | Value::Withheld) => true,
         _ => false,
     };
     if fits {

@@ -51,9 +51,11 @@ pub enum Value {
         /// The length.
         duration: Duration,
     },
-    /// A length the contract states but this copy does not give: redacted from the filing
-    /// ("renewed for additional periods of ****", "successive [***] terms") or left blank.
-    UnfilledDuration,
+    /// An answer the contract states but this copy does not give: a renewal or notice length or
+    /// a governing law redacted from the filing ("renewed for additional periods of ****",
+    /// "successive [***] terms", "the laws of the [***]") or left blank. (A date so withheld is
+    /// an [`Value::UnfilledDate`].)
+    Withheld,
     /// The agreement runs forever ("perpetual", "in perpetuity", "indefinitely").
     Perpetual,
     /// The agreement runs until a party terminates it.
@@ -166,7 +168,7 @@ impl Duration {
 
 impl Value {
     /// The variant's name as stored in SQL: "none", "date", "partial_date", "unfilled_date",
-    /// "duration", "unfilled_duration", "perpetual", "until_terminated", "until_event",
+    /// "duration", "withheld", "perpetual", "until_terminated", "until_event",
     /// "on_event", "relative", "jurisdiction", "parties", "text".
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -175,7 +177,7 @@ impl Value {
             Value::PartialDate { .. } => "partial_date",
             Value::UnfilledDate { .. } => "unfilled_date",
             Value::Duration { .. } => "duration",
-            Value::UnfilledDuration => "unfilled_duration",
+            Value::Withheld => "withheld",
             Value::Perpetual => "perpetual",
             Value::UntilTerminated => "until_terminated",
             Value::UntilEvent { .. } => "until_event",
@@ -203,7 +205,7 @@ impl Value {
             Value::UnfilledDate { month: None, day: Some(d) } => format!("---{d:02}"),
             Value::UnfilledDate { month: None, day: None } => "blank".to_string(),
             Value::Duration { duration } => duration.to_iso(),
-            Value::UnfilledDuration => "blank".to_string(),
+            Value::Withheld => "blank".to_string(),
             Value::Perpetual => "perpetual".to_string(),
             Value::UntilTerminated => "until_terminated".to_string(),
             Value::UntilEvent { event } if SO_LONG_AS.is_match(event) => format!("for {event}"),
@@ -1795,7 +1797,7 @@ fn normalize_duration(text: String) -> Value {
     match candidates.into_iter().min_by_key(|(start, _)| *start) {
         Some((_, v)) => v,
         None if NEGATIVE.is_match(&text) => Value::None,
-        None if BLANK_MARK.is_match(&text) => Value::UnfilledDuration,
+        None if BLANK_MARK.is_match(&text) => Value::Withheld,
         None => Value::Text { text },
     }
 }
@@ -1864,8 +1866,9 @@ fn normalize_end_date(text: String) -> Value {
 ///   Term" → [`Value::UntilEvent`]); else an unfilled date; else text.
 /// - [`Kind::Duration`] → the first written of "perpetual"/"indefinitely", "until terminated"
 ///   or a duration; else, where a blank or redaction mark stands for the length ("successive
-///   [***] terms"), [`Value::UnfilledDuration`]; else text.
-/// - [`Kind::Jurisdiction`] → [`parse_jurisdiction`], else text.
+///   [***] terms"), [`Value::Withheld`]; else text.
+/// - [`Kind::Jurisdiction`] → [`parse_jurisdiction`], else [`Value::Withheld`] where a blank
+///   or redaction mark stands for it ("the [***]"), else text.
 pub fn normalize(kind: Kind, raw: &str) -> Value {
     let text = strip_wrapping_quotes(&clean(raw));
     if is_noneish(&text, kind) {
@@ -1886,6 +1889,8 @@ pub fn normalize(kind: Kind, raw: &str) -> Value {
         Kind::Duration => normalize_duration(text),
         Kind::Jurisdiction => match parse_jurisdiction(&text) {
             Some((name, code)) => Value::Jurisdiction { name, code },
+            // "the [***]": a governing law the filing redacted
+            None if BLANK_MARK.is_match(&text) => Value::Withheld,
             None => Value::Text { text },
         },
     }
@@ -1992,7 +1997,7 @@ pub fn same_answer(a: &Value, b: &Value) -> bool {
         (V::None, V::None)
         | (V::Perpetual, V::Perpetual)
         | (V::UntilTerminated, V::UntilTerminated)
-        | (V::UnfilledDuration, V::UnfilledDuration) => true,
+        | (V::Withheld, V::Withheld) => true,
         (V::UntilEvent { event: x }, V::UntilEvent { event: y })
         | (V::OnEvent { event: x }, V::OnEvent { event: y }) => same_text(x, y),
         (V::Date { date: x }, V::Date { date: y }) => x == y,
@@ -2295,9 +2300,9 @@ mod tests {
             "successive []",
             "______ months",
         ] {
-            assert_eq!(normalize(Kind::Duration, raw), Value::UnfilledDuration, "{raw}");
+            assert_eq!(normalize(Kind::Duration, raw), Value::Withheld, "{raw}");
         }
-        assert_eq!(Value::UnfilledDuration.canonical(), "blank");
+        assert_eq!(Value::Withheld.canonical(), "blank");
         assert_eq!(normalize(Kind::Duration, "no renewal"), Value::None);
         assert_eq!(normalize(Kind::Duration, "No."), Value::None);
         assert_eq!(normalize(Kind::Duration, "does not renew automatically"), Value::None);

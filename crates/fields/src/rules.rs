@@ -2570,6 +2570,11 @@ fn jurisdiction(rest: &str) -> Option<String> {
 static IN_COUNTRY: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*(?:the\s+)?[A-Z][A-Za-z.]+(?:\s+[A-Z][A-Za-z.]+){0,2}"));
 
 /// Which jurisdiction's law governs: "governed by ... the laws of (the State of) X".
+/// The jurisdiction's place taken by a redaction mark: "the laws of the [***]", "the internal laws
+/// of the ***".
+static GL_WITHHELD: LazyLock<Regex> =
+    LazyLock::new(|| re(&format!(r"(?i)^\s*(?:the\s+)?(?:state\s+of\s+)?{WITHHELD}")));
+
 fn governing_law(w: &Work) -> Option<Found> {
     // (strong, position, raw, sentence)
     let mut best: Option<(bool, usize, String, Range<usize>)> = None;
@@ -2587,7 +2592,14 @@ fn governing_law(w: &Work) -> Option<Found> {
             continue;
         }
         let rest = w.slice(m.end(), m.end() + 200);
-        let Some(mut j) = jurisdiction(rest) else { continue };
+        let Some(mut j) = jurisdiction(rest) else {
+            // a governing-law clause whose jurisdiction the filing redacted
+            if let Some(mark) = GL_WITHHELD.find(rest).filter(|_| GL_STRONG.is_match(text)) {
+                best = Some((true, m.start(), mark.as_str().trim().to_string(), sent));
+                break;
+            }
+            continue;
+        };
         // "the laws of the United States and the State of Florida": the state.
         if US_ONLY.is_match(&j) {
             if let Some(and) = rest.get(j.len()..).and_then(|after| AND_STATE.find(after).map(|a| &after[a.end()..])) {
@@ -2707,6 +2719,7 @@ mod tests {
             &*EX_WITHHELD,
             &*RN_WITHHELD,
             &*NOTICE_WITHHELD,
+            &*GL_WITHHELD,
             &*EX_FORM_TERM,
             &*EX_PERPETUAL,
             &*EX_SENT_OK,
@@ -3636,10 +3649,7 @@ mod tests {
             [("renewal_term", "additional successive [***] terms"), ("notice_period_to_terminate_renewal", "[***]")]
         {
             let field = crate::FIELDS.iter().find(|f| f.key == key).expect("field");
-            assert_eq!(
-                crate::answer::interpret(field, Some(raw)),
-                crate::answer::Outcome::Answered(Value::UnfilledDuration)
-            );
+            assert_eq!(crate::answer::interpret(field, Some(raw)), crate::answer::Outcome::Answered(Value::Withheld));
         }
         // a stated length is still read first
         let text = "This Agreement shall automatically renew for successive one (1) year periods unless either party gives ninety (90) days prior written notice.";
@@ -3772,6 +3782,21 @@ mod tests {
         assert!(ev.starts_with("This Agreement shall be governed"), "{ev}");
         let text = "THIS AGREEMENT SHALL BE GOVERNED IN ALL RESPECTS BY THE LAWS OF THE STATE OF DELAWARE WITHOUT GIVING EFFECT TO THE CHOICE OF LAW PRINCIPLES OF SUCH STATE.";
         assert_eq!(get(text, "governing_law").as_deref(), Some("THE STATE OF DELAWARE"));
+    }
+
+    #[test]
+    fn governing_law_withheld_by_the_filing() {
+        let text = "This Agreement shall be governed by and construed in accordance with the substantive Laws of the [* * *], excluding any rules of conflicts of laws that would apply the substantive laws of any other jurisdiction.";
+        assert_eq!(get(text, "governing_law").as_deref(), Some("the [* * *]"));
+        let text = "In all other respects, the rights and obligations of the Parties under this Agreement shall be governed by and construed in accordance with the laws of the ***.";
+        assert_eq!(get(text, "governing_law").as_deref(), Some("the ***"));
+        let field = crate::FIELDS.iter().find(|f| f.key == "governing_law").expect("field");
+        assert_eq!(crate::answer::interpret(field, Some("the ***")), crate::answer::Outcome::Answered(Value::Withheld));
+        // CUAD writes such an answer as the mark
+        assert_eq!(normalize(Kind::Jurisdiction, "[* * *]"), Value::Withheld);
+        // a stated jurisdiction is read as before
+        let text = "This Agreement shall be governed by the laws of the State of New York.";
+        assert_eq!(get(text, "governing_law").as_deref(), Some("the State of New York"));
     }
 
     #[test]
