@@ -1775,6 +1775,14 @@ static ED_EVENT_TERM: LazyLock<Regex> = LazyLock::new(|| {
     ))
 });
 
+/// The definition the other way round: `The date upon which MediWound shall have acknowledged in
+/// writing that the Conditions Precedent have all been met shall be the "Effective Date"`.
+static ED_EVENT_REVERSED: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?i)\b(?P<ev>the\s+(?:first\s+|last\s+)?(?:date|day)\s+(?:on|upon)\s+which\s+[^.;"“”]{5,200}?)\s+(?:shall|will)\s+be\s+(?:deemed\s+(?:to\s+be\s+)?)?(?:the\s+)?["“]?effective\s+date\b"#,
+    )
+});
+
 /// Where the sentence that names an event goes on to something else.
 static EVENT_CLAUSE_END: LazyLock<Regex> = LazyLock::new(|| {
     re(r"(?i),?\s+(?:and|but)\s+(?:shall|will|is|remains?|continues?|expires?)\b|,\s+(?:unless|subject|provided)\b")
@@ -1785,7 +1793,7 @@ static EVENT_CLAUSE_END: LazyLock<Regex> = LazyLock::new(|| {
 /// of this Agreement" (found only where no date is). Not the agreement's own date ("the date
 /// first above written"), which has no event to tell.
 fn effective_event(w: &Work) -> Option<Found> {
-    [&*ED_EVENT_DEFINED, &*ED_EVENT_LABELLED, &*ED_EVENT_TERM].into_iter().find_map(|pattern| {
+    [&*ED_EVENT_DEFINED, &*ED_EVENT_LABELLED, &*ED_EVENT_TERM, &*ED_EVENT_REVERSED].into_iter().find_map(|pattern| {
         pattern.captures_iter(&w.s).find_map(|c| {
             let (all, ev) = (c.get(0)?, c.name("ev")?);
             // up to where the sentence goes on to say something else ("… and shall remain in force")
@@ -2697,6 +2705,7 @@ mod tests {
             &*ED_EVENT_DEFINED,
             &*ED_EVENT_LABELLED,
             &*ED_EVENT_TERM,
+            &*ED_EVENT_REVERSED,
             &*EVENT_CLAUSE_END,
             &*AD_PREFIX,
             &*AD_BAD_PREFIX,
@@ -3782,6 +3791,15 @@ mod tests {
         assert!(ev.starts_with("This Agreement shall be governed"), "{ev}");
         let text = "THIS AGREEMENT SHALL BE GOVERNED IN ALL RESPECTS BY THE LAWS OF THE STATE OF DELAWARE WITHOUT GIVING EFFECT TO THE CHOICE OF LAW PRINCIPLES OF SUCH STATE.";
         assert_eq!(get(text, "governing_law").as_deref(), Some("THE STATE OF DELAWARE"));
+    }
+
+    #[test]
+    fn effective_date_defined_the_other_way_round() {
+        let text = "2.1.2 Execution of the TT Agreement. 2.2 The date upon which MediWound shall have acknowledged in writing to CBC that the Conditions Precedent have all been met shall be the \u{201c}Effective Date\u{201d}. Where the Conditions Precedent have not been met by January 31, 2001, for any reason whatsoever, then this Agreement shall terminate.";
+        assert_eq!(
+            get(text, "effective_date").as_deref(),
+            Some("The date upon which MediWound shall have acknowledged in writing to CBC that the Conditions Precedent have all been met")
+        );
     }
 
     #[test]
