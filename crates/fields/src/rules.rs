@@ -1859,9 +1859,9 @@ static EX_ANNIVERSARY: LazyLock<Regex> = LazyLock::new(|| {
 /// and what the term counts from; it normalises to a blank date ("blank"), which says the
 /// contract has an end the copy leaves out, where "none" would say it has none.
 static EX_WITHHELD: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"(?i)\b(?:(?:continue|continues|remain|remains|be\s+valid|be\s+in\s+(?:full\s+)?(?:force|effect)|be\s+effective|expire|expires|terminate|terminates|end|ends|run|last|extend)\b(?:\s+in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?)?(?:\s+thereafter)?(?:\s+from\s+the\s+(?:effective\s+)?date\b[^.;,_*]{0,40}?)?\s+(?:for|until|on|upon|through|in|(?:through\s+)?and\s+until)|(?:initial|original)\s+(?:term|period)\s+(?:of\s+this\s+agreement\s+)?(?:shall\s+be|is|will\s+be|of))\s+(?:an?\s+(?:initial\s+|minimum\s+|fixed\s+)?(?:period|term)\s+of\s+|the\s+)?(?P<mark>(?:\[\s*\*[\s*]*\]|\*(?:\s?\*){2,}|_{3,})(?:\s+(?:years?|months?|days?|weeks?)\b)?)",
-    )
+    re(&format!(
+        r"(?i)\b(?:(?:continue|continues|remain|remains|be\s+valid|be\s+in\s+(?:full\s+)?(?:force|effect)|be\s+effective|expire|expires|terminate|terminates|end|ends|run|last|extend)\b(?:\s+in\s+(?:full\s+)?(?:force|effect)(?:\s+and\s+effect)?)?(?:\s+thereafter)?(?:\s+from\s+the\s+(?:effective\s+)?date\b[^.;,_*]{{0,40}}?)?\s+(?:for|until|on|upon|through|in|(?:through\s+)?and\s+until)|(?:initial|original)\s+(?:term|period)\s+(?:of\s+this\s+agreement\s+)?(?:shall\s+be|is|will\s+be|of))\s+(?:an?\s+(?:initial\s+|minimum\s+|fixed\s+)?(?:period|term)\s+of\s+|the\s+)?(?P<mark>{WITHHELD}(?:\s+(?:years?|months?|days?|weeks?)\b)?)",
+    ))
 });
 /// The term of another document than the agreement, whose form is attached to it: "The term of
 /// this Statement of Work will begin on ________ and shall terminate on ________."
